@@ -1,0 +1,8 @@
+// Package toolkit is the tool model of tooldispatch: what a tool is, the
+// registry that holds them, strict canonical argument parsing, the compiled
+// schema cache, the views each provider gets (tools array and turn-context
+// text), find_tools search and the confirm policy.
+//
+// It knows nothing of actors or of how results are stored; built-in tools live
+// in the builtin sub-package.
+package toolkit

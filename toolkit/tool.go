@@ -1,0 +1,178 @@
+package toolkit
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Status is the outcome of one call; every call ends with exactly one.
+type Status string
+
+// The call statuses of SPEC section 9.
+const (
+	StatusOK             Status = "ok"
+	StatusError          Status = "error"
+	StatusTimeout        Status = "timeout"
+	StatusCanceled       Status = "canceled"
+	StatusOutcomeUnknown Status = "outcome_unknown"
+	StatusUnknownTool    Status = "unknown_tool"
+	StatusDeferred       Status = "deferred"
+	StatusSchemaReturned Status = "schema_returned"
+	StatusInvalidArgs    Status = "invalid_args"
+	StatusDeduped        Status = "deduped"
+	StatusSkipped        Status = "skipped"
+	StatusClientPending  Status = "client_pending"
+)
+
+// Source tells where a tool comes from.
+type Source string
+
+// Tool sources, as printed by `tooldispatch tools --all`.
+const (
+	SourceBuiltin Source = "builtin"
+	SourceMCP     Source = "mcp"
+	SourceScript  Source = "script"
+	SourceExt     Source = "ext"
+	SourceHost    Source = "host"
+	SourceClient  Source = "client"
+)
+
+// Default timeouts.
+const (
+	DefaultToolTimeout = 60 * time.Second
+)
+
+// Args is a call's arguments after strict parsing: the canonical bytes
+// (sorted keys, compact, RFC 8785 style) and the decoded value built from
+// them. Numbers in Value are json.Number. Every consumer — the gate, the
+// validator, the de-duplication key and the handler — sees these.
+type Args struct {
+	Canonical []byte
+	Value     map[string]any
+}
+
+// String returns the string argument key, or "" when absent or not a string.
+func (a Args) String(key string) string {
+	s, _ := a.Value[key].(string)
+	return s
+}
+
+// Bool returns the boolean argument key, or false.
+func (a Args) Bool(key string) bool {
+	b, _ := a.Value[key].(bool)
+	return b
+}
+
+// Int returns the integer argument key, or def when absent or not an integer.
+func (a Args) Int(key string, def int64) int64 {
+	n, ok := a.Value[key].(json.Number)
+	if !ok {
+		return def
+	}
+	i, err := n.Int64()
+	if err != nil {
+		return def
+	}
+	return i
+}
+
+// Strings returns the argument key as a list of strings (a lone string gives
+// a list of one); other elements are skipped.
+func (a Args) Strings(key string) []string {
+	switch v := a.Value[key].(type) {
+	case string:
+		return []string{v}
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, e := range v {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// Call is what a handler receives.
+type Call struct {
+	Session string
+	Run     string
+	Turn    int64
+	ID      string
+	Name    string
+	Args    Args
+	// Emit streams a piece of output as a tool_call_text event. Safe to call
+	// from the handler's goroutines until the handler returns; never nil.
+	Emit func(text string)
+	// View is the set of tools the run can see (for find_tools).
+	View *View
+}
+
+// Result is what a handler returns on success.
+type Result struct {
+	Content string
+	// Fetched names tools whose full schemas this result handed to the model
+	// (find_tools); they are marked fetched for the run when the turn commits.
+	Fetched []string
+}
+
+// Handler runs one call. A returned error becomes status error with the
+// error's text; a context that ended becomes timeout or canceled. Handlers
+// must honour ctx.
+type Handler func(ctx context.Context, c *Call) (Result, error)
+
+// Tool is one tool the dispatcher can run.
+type Tool struct {
+	Name        string
+	Description string
+	// Schema is the JSON Schema of the arguments (an object schema). Draft-07
+	// and 2020-12 are both understood; without $schema, 2020-12.
+	Schema json.RawMessage
+	// Concurrent tools run in parallel under the limit; others run alone, in
+	// call order.
+	Concurrent bool
+	// ReadOnly is the tool's confirm policy when ReadOnlyFunc is nil.
+	ReadOnly bool
+	// ReadOnlyFunc, when set, decides from the canonical arguments whether a
+	// call is read-only (http_request GET is, other methods are not).
+	ReadOnlyFunc func(Args) bool
+	// Timeout of one call; zero means DefaultToolTimeout.
+	Timeout time.Duration
+	Handler Handler
+	Source  Source
+
+	// Paths returns the workspace paths a call reads (read-only tools) or
+	// writes (mutating tools), cleaned and relative to the workspace root;
+	// used to invalidate de-duplication entries.
+	Paths func(Args) []string
+	// StaleOnMutation marks entries of this tool as invalidated by any
+	// successful mutating call (find_files, run_command).
+	StaleOnMutation bool
+}
+
+// IsReadOnly applies the tool's confirm policy to canonical arguments.
+func (t *Tool) IsReadOnly(a Args) bool {
+	if t.ReadOnlyFunc != nil {
+		return t.ReadOnlyFunc(a)
+	}
+	return t.ReadOnly
+}
+
+// EffectiveTimeout returns the call timeout, filling in the default.
+func (t *Tool) EffectiveTimeout() time.Duration {
+	if t.Timeout > 0 {
+		return t.Timeout
+	}
+	return DefaultToolTimeout
+}
+
+// ReadOnlyLabel is the read_only column of `tools --all`: true, false or
+// "depends on arguments".
+func (t *Tool) ReadOnlyLabel() any {
+	if t.ReadOnlyFunc != nil {
+		return "depends on arguments"
+	}
+	return t.ReadOnly
+}

@@ -1,0 +1,3 @@
+package toolkit
+// View is defined in view.go.
+type View struct{ Registry *Registry }
