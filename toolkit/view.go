@@ -1,3 +1,212 @@
 package toolkit
-// View is defined in view.go.
-type View struct{ Registry *Registry }
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// ProviderClaudeCode is the provider whose tools array holds every tool.
+const ProviderClaudeCode = "claude-code"
+
+// Names of the meta tools.
+const (
+	FindToolsName = "find_tools"
+	RunToolName   = "run_tool"
+)
+
+// ArrayTools are the tools a provider other than claude-code gets in its
+// tools array (when registered), besides client tools.
+var ArrayTools = []string{FindToolsName, RunToolName, "reasoning_guide", "write_todo", "chat_history", "ask_user", "write_result"}
+
+// FunctionTool is one entry of a tools array in the OpenAI function-tool shape.
+type FunctionTool struct {
+	Type     string       `json:"type"`
+	Function FunctionSpec `json:"function"`
+}
+
+// FunctionSpec is the function part of a FunctionTool.
+type FunctionSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// View is the set of tools one run can see: the registry less the tools the
+// run excludes, plus the run's client tools, as one provider gets them.
+// Immutable after NewView; safe for concurrent use.
+type View struct {
+	Registry *Registry
+	Provider string
+	client   map[string]*Tool
+	exclude  map[string]bool
+}
+
+// NewView builds a run's view. Client tools must not shadow a registered
+// tool and must have a valid name and schema.
+func NewView(reg *Registry, provider string, client []*Tool, exclude []string) (*View, error) {
+	v := &View{Registry: reg, Provider: provider}
+	for _, n := range exclude {
+		if v.exclude == nil {
+			v.exclude = map[string]bool{}
+		}
+		v.exclude[n] = true
+	}
+	for _, t := range client {
+		if !validName.MatchString(t.Name) {
+			return nil, fmt.Errorf("client tool name %q is not valid (letters, digits, _ and -, at most 64)", t.Name)
+		}
+		if _, ok := reg.Lookup(t.Name); ok {
+			return nil, fmt.Errorf("client tool %q has the name of a registered tool", t.Name)
+		}
+		if v.client == nil {
+			v.client = map[string]*Tool{}
+		}
+		if _, dup := v.client[t.Name]; dup {
+			return nil, fmt.Errorf("client tool %q declared twice", t.Name)
+		}
+		if len(t.Schema) == 0 {
+			t.Schema = []byte(`{"type":"object"}`)
+		}
+		if _, err := reg.Schemas.Compile(t.Schema); err != nil {
+			return nil, fmt.Errorf("client tool %q: %w", t.Name, err)
+		}
+		t.Source = SourceClient
+		v.client[t.Name] = t
+	}
+	return v, nil
+}
+
+// ClientToolFromSpec makes a client tool from its declared name, description
+// and parameters (JSON text).
+func ClientToolFromSpec(name, description, parameters string) *Tool {
+	t := &Tool{Name: name, Description: description, Source: SourceClient}
+	if strings.TrimSpace(parameters) != "" {
+		t.Schema = json.RawMessage(parameters)
+	}
+	return t
+}
+
+// Lookup returns a tool the run can see.
+func (v *View) Lookup(name string) (*Tool, bool) {
+	if t, ok := v.client[name]; ok {
+		return t, true
+	}
+	if v.exclude[name] {
+		return nil, false
+	}
+	return v.Registry.Lookup(name)
+}
+
+// Tools returns every tool the run can see, in name order.
+func (v *View) Tools() []*Tool {
+	all := v.Registry.All()
+	out := make([]*Tool, 0, len(all)+len(v.client))
+	for _, t := range all {
+		if !v.exclude[t.Name] {
+			out = append(out, t)
+		}
+	}
+	for _, t := range v.client {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Names returns the names of every tool the run can see, in name order.
+func (v *View) Names() []string {
+	ts := v.Tools()
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name
+	}
+	return out
+}
+
+// IsClient reports whether name is one of the run's client tools.
+func (v *View) IsClient(name string) bool { _, ok := v.client[name]; return ok }
+
+// InArray reports whether the provider's tools array carries name.
+func (v *View) InArray(name string) bool {
+	if v.IsClient(name) {
+		return true
+	}
+	if _, ok := v.Lookup(name); !ok {
+		return false
+	}
+	if v.Provider == ProviderClaudeCode {
+		return name != RunToolName
+	}
+	for _, n := range ArrayTools {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// StartsFetched reports whether the model has a tool's schema at the start of
+// a run: under claude-code only find_tools and client tools; otherwise every
+// tool in the tools array.
+func (v *View) StartsFetched(name string) bool {
+	if v.Provider == ProviderClaudeCode {
+		return name == FindToolsName || v.IsClient(name)
+	}
+	return v.InArray(name)
+}
+
+// Array returns the tools array the provider gets, in name order.
+func (v *View) Array() []FunctionTool {
+	var out []FunctionTool
+	for _, t := range v.Tools() {
+		if v.InArray(t.Name) {
+			out = append(out, FunctionTool{Type: "function", Function: FunctionSpec{Name: t.Name, Description: t.Description, Parameters: t.Schema}})
+		}
+	}
+	if out == nil {
+		out = []FunctionTool{}
+	}
+	return out
+}
+
+// ContextText returns the turn-context text the provider gets with the array.
+func (v *View) ContextText() string {
+	var b strings.Builder
+	if v.Provider == ProviderClaudeCode {
+		b.WriteString("Every tool is in your tools array, but only find_tools and client tools have their schemas loaded. ")
+		b.WriteString("The first call of any other tool returns its full schema instead of running; call it again with arguments that match. ")
+		b.WriteString("To load several schemas at once, call find_tools with query \"select:name1,name2\".\n")
+		return b.String()
+	}
+	b.WriteString("More tools are available than your tools array shows. To use one, first fetch its schema with ")
+	b.WriteString("find_tools (query: keywords, or \"select:name1,name2\"), then call run_tool with {\"name\": ..., \"arguments\": {...}}. ")
+	b.WriteString("Tools available this way:\n")
+	n := 0
+	for _, t := range v.Tools() {
+		if v.InArray(t.Name) {
+			continue
+		}
+		fmt.Fprintf(&b, "- %s: %s\n", t.Name, firstLine(t.Description))
+		n++
+	}
+	if n == 0 {
+		b.WriteString("(none)\n")
+	}
+	return b.String()
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexAny(s, "\n"); i >= 0 {
+		s = s[:i]
+	}
+	if i := strings.Index(s, ". "); i >= 0 && i < 160 {
+		s = s[:i+1]
+	}
+	if len(s) > 200 {
+		s = s[:197] + "..."
+	}
+	return s
+}
