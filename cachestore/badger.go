@@ -1,0 +1,399 @@
+package cachestore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tooldispatch/tooldispatch/messages"
+)
+
+// Badger is the embedded Store, on github.com/dgraph-io/badger/v4. All
+// methods are safe for concurrent use. Writes go through one committer
+// goroutine that merges what concurrent sessions commit into one
+// transaction; reads run on the caller's goroutine.
+type Badger struct {
+	// immutable after OpenBadger
+	db  *badger.DB
+	log zerolog.Logger
+	now func() time.Time
+	ops chan *writeOp
+
+	quit chan struct{}  // closed by Close to stop the committer and GC
+	wg   sync.WaitGroup // the committer and GC goroutines
+
+	// life is read-locked by every method for its whole call and
+	// write-locked by Close, so Close waits for calls in progress and no
+	// call touches a closed DB.
+	life   sync.RWMutex
+	closed bool // guarded by life
+
+	// fileLocks serialise SaveFileVersion per file (read the last version,
+	// write the next), striped by a hash of the file's key prefix.
+	fileLocks [fileLockStripes]sync.Mutex
+
+	// counters of the committer: batches taken, ops in them, transactions
+	// committed, ops whose cache entries were split out
+	stats struct {
+		batches, ops, txns, splits atomic.Int64
+	}
+}
+
+var _ Store = (*Badger)(nil)
+
+// OpenBadger opens (or creates) the store described by opts, resolves every
+// intent record a crash left behind (RecoverAll) and starts the committer
+// and the value-log GC goroutines. Close stops them. An intent that cannot
+// be resolved (a corrupt record) is logged and does not fail the open:
+// LoadSession of its session returns the error.
+func OpenBadger(opts BadgerOptions) (*Badger, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	where := opts.Dir
+	if opts.InMemory {
+		where = "memory"
+	}
+	db, err := badger.Open(opts.badgerOptions())
+	if err != nil {
+		return nil, fmt.Errorf("opening badger store in %s: %w", where, err)
+	}
+	b := &Badger{
+		db:   db,
+		log:  opts.Logger.With().Str("component", "cachestore").Logger(),
+		now:  time.Now,
+		ops:  make(chan *writeOp, opsQueueLen),
+		quit: make(chan struct{}),
+	}
+	b.wg.Add(1)
+	go b.commitLoop()
+	n, err := b.recoverAll(context.Background())
+	if err != nil {
+		// One bad record must not keep every other session from loading:
+		// the sessions concerned fail in LoadSession with the same error.
+		b.log.Error().Err(err).Int("resolved", n).Msg("recovering interrupted turns")
+	}
+	if n > 0 {
+		b.log.Info().Int("turns", n).Msg("resolved interrupted turns")
+	}
+	if every := opts.gcInterval(); every > 0 {
+		b.wg.Add(1)
+		go b.gcLoop(every)
+	}
+	return b, nil
+}
+
+// enter starts a call: ErrClosed once Close has begun. Every successful
+// enter is paired with leave.
+func (b *Badger) enter() error {
+	b.life.RLock()
+	if b.closed {
+		b.life.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (b *Badger) leave() { b.life.RUnlock() }
+
+// Close waits for calls in progress, stops the committer and GC goroutines
+// and closes the DB. It is idempotent; every other method returns ErrClosed
+// afterwards.
+func (b *Badger) Close() error {
+	b.life.Lock()
+	defer b.life.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	close(b.quit)
+	b.wg.Wait()
+	if err := b.db.Close(); err != nil {
+		return fmt.Errorf("closing badger store: %w", err)
+	}
+	return nil
+}
+
+// gcLoop runs value-log GC every interval until Close.
+func (b *Badger) gcLoop(every time.Duration) {
+	defer b.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.quit:
+			return
+		case <-t.C:
+		}
+		for rewrites := 0; ; rewrites++ {
+			select {
+			case <-b.quit:
+				return
+			default:
+			}
+			err := b.db.RunValueLogGC(gcDiscardRatio)
+			if errors.Is(err, badger.ErrNoRewrite) {
+				b.log.Debug().Int("rewrites", rewrites).Msg("value-log GC done")
+				break
+			}
+			if err != nil {
+				b.log.Warn().Err(err).Msg("value-log GC")
+				break
+			}
+		}
+	}
+}
+
+// LoadSession returns the session's state, first resolving an intent record
+// left by a crash into a committed turn.
+func (b *Badger) LoadSession(ctx context.Context, session string) (SessionState, error) {
+	if err := b.enter(); err != nil {
+		return SessionState{}, fmt.Errorf("loading session %q: %w", session, err)
+	}
+	defer b.leave()
+	if err := ctx.Err(); err != nil {
+		return SessionState{}, fmt.Errorf("loading session %q: %w", session, err)
+	}
+	next, _, err := b.resolveSession(ctx, session)
+	if err != nil {
+		return SessionState{}, err
+	}
+	return SessionState{NextTurn: next}, nil
+}
+
+// iterCheckEvery is how many items a long iteration reads between checks
+// of its context.
+const iterCheckEvery = 256
+
+// Turns returns the committed turns of a session in order (empty for an
+// unknown session).
+func (b *Badger) Turns(ctx context.Context, session string) ([]*messages.TurnRecord, error) {
+	if err := b.enter(); err != nil {
+		return nil, fmt.Errorf("reading turns of session %q: %w", session, err)
+	}
+	defer b.leave()
+	out := []*messages.TurnRecord{}
+	err := b.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: turnPrefix(session), PrefetchValues: true, PrefetchSize: 16})
+		defer it.Close()
+		n := 0
+		for it.Rewind(); it.Valid(); it.Next() {
+			if n++; n%iterCheckEvery == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			rec, err := readTurn(it.Item())
+			if err != nil {
+				return err
+			}
+			out = append(out, rec)
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading turns of session %q: %w", session, err)
+	}
+	return out, nil
+}
+
+func readTurn(item *badger.Item) (*messages.TurnRecord, error) {
+	rec := &messages.TurnRecord{}
+	err := item.Value(func(v []byte) error {
+		// Unmarshal copies strings and bytes out of v.
+		return proto.Unmarshal(v, rec)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("decoding turn record %q: %w", item.Key(), err)
+	}
+	return rec, nil
+}
+
+// TurnByID returns the committed turn with this turn id, or ErrNotFound.
+func (b *Badger) TurnByID(ctx context.Context, session, turnID string) (*messages.TurnRecord, error) {
+	if err := b.enter(); err != nil {
+		return nil, fmt.Errorf("reading turn %q of session %q: %w", turnID, session, err)
+	}
+	defer b.leave()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("reading turn %q of session %q: %w", turnID, session, err)
+	}
+	var rec *messages.TurnRecord
+	err := b.db.View(func(txn *badger.Txn) error {
+		if turnID == "" {
+			return ErrNotFound
+		}
+		item, err := txn.Get(turnIDKey(session, turnID))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		var turn int64
+		if err := item.Value(func(v []byte) error {
+			turn, err = decodeNumber(v)
+			return err
+		}); err != nil {
+			return err
+		}
+		item, err = txn.Get(turnKey(session, turn))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return fmt.Errorf("turn %d named by the index: %w", turn, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		rec, err = readTurn(item)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading turn %q of session %q: %w", turnID, session, err)
+	}
+	return rec, nil
+}
+
+// Sessions lists the ids of sessions that have committed turns, sorted.
+func (b *Badger) Sessions(ctx context.Context) ([]string, error) {
+	if err := b.enter(); err != nil {
+		return nil, fmt.Errorf("listing sessions: %w", err)
+	}
+	defer b.leave()
+	out := []string{}
+	err := b.db.View(func(txn *badger.Txn) error {
+		prefix := []byte(prefixSession)
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		it.Rewind()
+		for n := 1; it.Valid(); n++ {
+			if n%iterCheckEvery == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			rest := it.Item().Key()[len(prefix):]
+			i := bytes.IndexByte(rest, '/')
+			if i < 0 {
+				it.Next()
+				continue
+			}
+			enc := bytes.Clone(rest[:i])
+			if _, err := txn.Get(append(append(bytes.Clone(prefix), enc...), "/meta"...)); err == nil {
+				s, err := unesc(enc)
+				if err != nil {
+					return err
+				}
+				out = append(out, s)
+			} else if !errors.Is(err, badger.ErrKeyNotFound) {
+				return err
+			}
+			// Skip the rest of this session's keys: '0' follows '/'.
+			it.Seek(append(append(bytes.Clone(prefix), enc...), '0'))
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing sessions: %w", err)
+	}
+	return out, nil
+}
+
+// LoadRun returns a run's state: empty, never nil, maps for a new run.
+func (b *Badger) LoadRun(ctx context.Context, session, run string) (*RunState, error) {
+	if err := b.enter(); err != nil {
+		return nil, fmt.Errorf("loading run %q of session %q: %w", run, session, err)
+	}
+	defer b.leave()
+	rs := &RunState{Dedup: map[string]*DedupEntry{}, Fetched: map[string]bool{}}
+	err := b.db.View(func(txn *badger.Txn) error {
+		prefix := runPrefix(session, run)
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 16})
+		defer it.Close()
+		n := 0
+		for it.Rewind(); it.Valid(); it.Next() {
+			if n++; n%iterCheckEvery == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			item := it.Item()
+			rest := item.Key()[len(prefix):]
+			switch {
+			case bytes.HasPrefix(rest, []byte("f/")):
+				tool, err := unesc(rest[2:])
+				if err != nil {
+					return err
+				}
+				rs.Fetched[tool] = true
+			case bytes.HasPrefix(rest, []byte("d/")):
+				var e *DedupEntry
+				if err := item.Value(func(v []byte) error {
+					var err error
+					e, err = decodeDedup(v)
+					return err
+				}); err != nil {
+					return fmt.Errorf("key %q: %w", item.Key(), err)
+				}
+				key, err := unesc(rest[2:])
+				if err != nil {
+					return err
+				}
+				e.Key = key
+				rs.Dedup[key] = e
+			}
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("loading run %q of session %q: %w", run, session, err)
+	}
+	return rs, nil
+}
+
+// EndRun deletes a run's state.
+func (b *Badger) EndRun(ctx context.Context, session, run string) error {
+	if err := b.enter(); err != nil {
+		return fmt.Errorf("ending run %q of session %q: %w", run, session, err)
+	}
+	defer b.leave()
+	if err := b.deletePrefix(ctx, runPrefix(session, run)); err != nil {
+		return fmt.Errorf("ending run %q of session %q: %w", run, session, err)
+	}
+	return nil
+}
+
+// deletePrefix deletes every key under prefix, in as many transactions as
+// it takes.
+func (b *Badger) deletePrefix(ctx context.Context, prefix []byte) error {
+	var keys [][]byte
+	err := b.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		return nil
+	})
+	if err != nil || len(keys) == 0 {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	wb := b.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range keys {
+		if err := wb.Delete(k); err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
+}

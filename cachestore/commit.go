@@ -1,0 +1,451 @@
+package cachestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/tooldispatch/tooldispatch/messages"
+)
+
+// Group commit.
+//
+// Every write goes through one committer goroutine. A caller encodes its
+// writes (a writeOp) on its own goroutine and queues it; the committer takes
+// whatever is queued (no waiting for more), checks each op's turn number
+// individually against the session's next turn, writes the valid ops together
+// in one Badger transaction — one fsync for all of them under SyncWrites —
+// and answers each caller. Ops of one session stay in queue order, and since
+// the committer is the only writer of session metadata, the check it makes
+// cannot be invalidated by a concurrent transaction.
+
+// maxBatchOps bounds how many queued ops one batch takes.
+const maxBatchOps = 512
+
+// opsQueueLen is the capacity of the committer's queue.
+const opsQueueLen = 256
+
+// States of a writeOp: a caller whose context ends while its op is still
+// pending abandons it; once the committer has taken it, it completes.
+const (
+	opPending int32 = iota
+	opTaken
+	opAbandoned
+)
+
+// kv is one prepared write.
+type kv struct {
+	key, value []byte
+	expiresAt  uint64 // Badger TTL, unix seconds; 0 for none
+	del        bool
+}
+
+func (w kv) apply(txn *badger.Txn) error {
+	if w.del {
+		return txn.Delete(w.key)
+	}
+	e := badger.NewEntry(w.key, w.value)
+	e.ExpiresAt = w.expiresAt
+	return txn.SetEntry(e)
+}
+
+// writeOp is one caller's unit of writes.
+type writeOp struct {
+	ctx     context.Context
+	session string
+	// check: turn must be the session's next turn; bump: the op commits that
+	// turn (the meta write is in main), so the next op of the session in the
+	// same batch is checked against turn+1.
+	check, bump bool
+	turn        int64
+	// main is written atomically, cache may go in later transactions when
+	// the whole does not fit in one.
+	main, cache []kv
+
+	state atomic.Int32
+	done  chan error
+}
+
+func (op *writeOp) apply(txn *badger.Txn, withCache bool) error {
+	for _, w := range op.main {
+		if err := w.apply(txn); err != nil {
+			return err
+		}
+	}
+	if withCache {
+		for _, w := range op.cache {
+			if err := w.apply(txn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// submit queues op and waits for its answer. If ctx ends before the
+// committer takes the op, the op is not applied and ctx's error returned;
+// once taken, it completes. The caller holds the life lock.
+func (b *Badger) submit(ctx context.Context, op *writeOp) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	op.ctx = ctx
+	op.done = make(chan error, 1)
+	select {
+	case b.ops <- op:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-op.done:
+		return err
+	case <-ctx.Done():
+		if op.state.CompareAndSwap(opPending, opAbandoned) {
+			return ctx.Err()
+		}
+		return <-op.done
+	}
+}
+
+// commitLoop is the committer goroutine; Close stops it.
+func (b *Badger) commitLoop() {
+	defer b.wg.Done()
+	batch := make([]*writeOp, 0, maxBatchOps)
+	for {
+		select {
+		case <-b.quit:
+			return
+		case op := <-b.ops:
+			batch = append(batch[:0], op)
+		}
+	drain:
+		for len(batch) < maxBatchOps {
+			select {
+			case op := <-b.ops:
+				batch = append(batch, op)
+			default:
+				break drain
+			}
+		}
+		b.processBatch(batch)
+		clear(batch)
+	}
+}
+
+// processBatch takes, validates and writes one batch of ops.
+func (b *Badger) processBatch(batch []*writeOp) {
+	taken := make([]*writeOp, 0, len(batch))
+	for _, op := range batch {
+		if !op.state.CompareAndSwap(opPending, opTaken) {
+			continue
+		}
+		if err := op.ctx.Err(); err != nil {
+			op.done <- err
+			continue
+		}
+		taken = append(taken, op)
+	}
+	if len(taken) == 0 {
+		return
+	}
+	b.stats.batches.Add(1)
+	b.stats.ops.Add(int64(len(taken)))
+	b.writeOps(b.validate(taken))
+}
+
+// validate answers the ops whose turn is not their session's next turn
+// with ErrStaleTurn and returns the others, in order.
+func (b *Badger) validate(ops []*writeOp) []*writeOp {
+	valid := make([]*writeOp, 0, len(ops))
+	next := make(map[string]int64)
+	err := b.db.View(func(txn *badger.Txn) error {
+		for _, op := range ops {
+			if !op.check {
+				valid = append(valid, op)
+				continue
+			}
+			n, ok := next[op.session]
+			if !ok {
+				var err error
+				if n, err = readNextTurn(txn, op.session); err != nil {
+					op.done <- err
+					continue
+				}
+			}
+			if op.turn != n {
+				next[op.session] = n
+				op.done <- fmt.Errorf("next turn is %d: %w", n, ErrStaleTurn)
+				continue
+			}
+			if op.bump {
+				n++
+			}
+			next[op.session] = n
+			valid = append(valid, op)
+		}
+		return nil
+	})
+	if err != nil {
+		// View itself failed (the closure never does): nothing was answered
+		// by the closure for ops not yet visited, so answer every op.
+		for _, op := range ops {
+			select {
+			case op.done <- err:
+			default:
+			}
+		}
+		return nil
+	}
+	return valid
+}
+
+// errEarlierFailed answers an op queued behind a failed op of its session
+// in the same batch: it was validated against a turn that was not written.
+var errEarlierFailed = errors.New("an earlier write of the session in the same batch failed")
+
+// writeOps writes valid ops in as few transactions as fit, in order, and
+// answers each op once its transaction is durable.
+func (b *Badger) writeOps(ops []*writeOp) {
+	// failed holds the sessions whose turn-committing op failed: a later
+	// op of such a session was validated against a turn that was not written.
+	failed := make(map[string]bool)
+	fail := func(op *writeOp, err error) {
+		if op.bump {
+			failed[op.session] = true
+		}
+		op.done <- err
+	}
+	var txn *badger.Txn
+	var group []*writeOp
+
+	// rebuild starts a fresh transaction holding the ops of group (used
+	// when the current one received part of an op that did not fit).
+	rebuild := func() {
+		if txn != nil {
+			txn.Discard()
+		}
+		txn = b.db.NewTransaction(true)
+		for _, op := range group {
+			if err := op.apply(txn, true); err != nil {
+				// These ops fitted before; should they not now, fail them.
+				txn.Discard()
+				txn = nil
+				for _, o := range group {
+					fail(o, err)
+				}
+				group = group[:0]
+				return
+			}
+		}
+	}
+	flush := func() {
+		if txn == nil {
+			return
+		}
+		var err error
+		if len(group) > 0 {
+			err = txn.Commit()
+			b.stats.txns.Add(1)
+		}
+		txn.Discard()
+		txn = nil
+		for _, op := range group {
+			if err != nil {
+				fail(op, err)
+			} else {
+				op.done <- nil
+			}
+		}
+		group = group[:0]
+	}
+
+	for _, op := range ops {
+		if op.check && failed[op.session] {
+			op.done <- errEarlierFailed
+			continue
+		}
+		if txn == nil {
+			txn = b.db.NewTransaction(true)
+		}
+		err := op.apply(txn, true)
+		if err == nil {
+			group = append(group, op)
+			continue
+		}
+		if !errors.Is(err, badger.ErrTxnTooBig) {
+			rebuild()
+			fail(op, err)
+			continue
+		}
+		if len(group) > 0 {
+			// Commit what fit, then try the op in a transaction of its own.
+			rebuild()
+			flush()
+			txn = b.db.NewTransaction(true)
+			if err = op.apply(txn, true); err == nil {
+				group = append(group, op)
+				continue
+			}
+		}
+		txn.Discard()
+		txn = nil
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			err = b.writeSplit(op)
+		}
+		if err != nil {
+			fail(op, err)
+		} else {
+			op.done <- nil
+		}
+	}
+	flush()
+}
+
+// writeSplit writes an op too big for one transaction: its main writes
+// atomically, then its cache entries through a write batch. The main part is
+// what matters; a failure to write the cache entries is logged, not returned.
+func (b *Badger) writeSplit(op *writeOp) error {
+	txn := b.db.NewTransaction(true)
+	defer txn.Discard()
+	if err := op.apply(txn, false); err != nil {
+		return err
+	}
+	b.stats.txns.Add(1)
+	if err := txn.Commit(); err != nil {
+		return err
+	}
+	b.stats.splits.Add(1)
+	wb := b.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, w := range op.cache {
+		e := badger.NewEntry(w.key, w.value)
+		e.ExpiresAt = w.expiresAt
+		if err := wb.SetEntry(e); err != nil {
+			b.log.Error().Err(err).Str("session", op.session).Msg("writing the cache entries of a turn")
+			return nil
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		b.log.Error().Err(err).Str("session", op.session).Msg("writing the cache entries of a turn")
+	}
+	return nil
+}
+
+// readNextTurn reads a session's next turn number (1 for a new session).
+func readNextTurn(txn *badger.Txn, session string) (int64, error) {
+	item, err := txn.Get(metaKey(session))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 1, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading meta of session %q: %w", session, err)
+	}
+	var n int64
+	err = item.Value(func(v []byte) error {
+		var err error
+		n, err = decodeNumber(v)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reading meta of session %q: %w", session, err)
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("meta of session %q: next turn %d: %w", session, n, errCorrupt)
+	}
+	return n, nil
+}
+
+// turnOp prepares the writes of committing rec as the session's next turn:
+// the record, its turn-id index, the meta bump and the deletion of the
+// turn's intent record.
+func (b *Badger) turnOp(session string, rec *messages.TurnRecord) (*writeOp, error) {
+	raw, replaced, err := marshalValid(rec)
+	if err != nil {
+		return nil, fmt.Errorf("encoding turn record: %w", err)
+	}
+	if replaced {
+		b.log.Warn().Str("session", session).Int64("turn", rec.Turn).
+			Msg("turn record held invalid UTF-8; stored with U+FFFD in its place")
+	}
+	op := &writeOp{session: session, check: true, bump: true, turn: rec.Turn}
+	op.main = append(op.main,
+		kv{key: turnKey(session, rec.Turn), value: raw},
+		kv{key: metaKey(session), value: encodeNumber(rec.Turn + 1)},
+		kv{key: intentKey(session, rec.Turn), del: true},
+	)
+	if rec.TurnId != "" {
+		op.main = append(op.main, kv{key: turnIDKey(session, rec.TurnId), value: encodeNumber(rec.Turn)})
+	}
+	return op, nil
+}
+
+// CommitTurn writes the turn record, its turn-id index, the run-state
+// changes and the cache entries, bumps the session's next turn and deletes
+// the turn's intent record, atomically (cache entries go in a later
+// transaction only when the whole does not fit in one). Run-state changes
+// apply in field order, so a key in both DedupPut and DedupDel ends deleted.
+// It returns once the write is durable; commits of concurrent sessions
+// share one transaction.
+func (b *Badger) CommitTurn(ctx context.Context, c *TurnCommit) error {
+	if c == nil || c.Record == nil {
+		return errors.New("committing turn: no turn record")
+	}
+	if err := b.enter(); err != nil {
+		return fmt.Errorf("committing turn %d of session %q: %w", c.Record.Turn, c.Session, err)
+	}
+	defer b.leave()
+	if err := b.commitTurn(ctx, c); err != nil {
+		return fmt.Errorf("committing turn %d of session %q: %w", c.Record.Turn, c.Session, err)
+	}
+	return nil
+}
+
+func (b *Badger) commitTurn(ctx context.Context, c *TurnCommit) error {
+	op, err := b.turnOp(c.Session, c.Record)
+	if err != nil {
+		return err
+	}
+	run := c.Record.Run
+	for _, tool := range c.FetchedAdd {
+		op.main = append(op.main, kv{key: fetchedKey(c.Session, run, tool), value: []byte{}})
+	}
+	for _, e := range c.DedupPut {
+		if e == nil {
+			continue
+		}
+		op.main = append(op.main, kv{key: dedupKey(c.Session, run, e.Key), value: encodeDedup(e)})
+	}
+	for _, k := range c.DedupDel {
+		op.main = append(op.main, kv{key: dedupKey(c.Session, run, k), del: true})
+	}
+	for _, e := range c.CachePut {
+		op.cache = append(op.cache, cacheKV(e))
+	}
+	return b.submit(ctx, op)
+}
+
+// WriteIntent persists (or replaces) the intent record of the session's
+// next turn; ErrStaleTurn if in.Turn is not that turn. It returns once the
+// record is durable.
+func (b *Badger) WriteIntent(ctx context.Context, in *Intent) error {
+	if in == nil {
+		return errors.New("writing intent: no intent")
+	}
+	if err := b.enter(); err != nil {
+		return fmt.Errorf("writing intent of turn %d of session %q: %w", in.Turn, in.Session, err)
+	}
+	defer b.leave()
+	raw, err := encodeIntent(in)
+	if err != nil {
+		return fmt.Errorf("writing intent of turn %d of session %q: %w", in.Turn, in.Session, err)
+	}
+	op := &writeOp{session: in.Session, check: true, turn: in.Turn,
+		main: []kv{{key: intentKey(in.Session, in.Turn), value: raw}}}
+	if err := b.submit(ctx, op); err != nil {
+		return fmt.Errorf("writing intent of turn %d of session %q: %w", in.Turn, in.Session, err)
+	}
+	return nil
+}

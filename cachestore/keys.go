@@ -1,0 +1,159 @@
+package cachestore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"strconv"
+)
+
+// Key prefixes. Every key starts with the layout version; a change of layout
+// gets a new version prefix instead of rewriting old keys in place.
+const (
+	keyVersion = "v1/"
+
+	prefixSession     = keyVersion + "s/"
+	prefixRun         = keyVersion + "r/"
+	prefixIntent      = keyVersion + "i/"
+	prefixCache       = keyVersion + "c/"
+	prefixFileVersion = keyVersion + "fv/"
+	prefixFileContent = keyVersion + "fc/"
+)
+
+// turnDigits is the width of a zero-padded turn or version number in a key,
+// so that byte order is numeric order.
+const turnDigits = 16
+
+// esc encodes a caller-chosen string (session, run, tool, key, path) as
+// lowercase hex: the result never contains '/', so no id can reach into
+// another's key space, and hex keeps byte order (Sessions lists in order).
+func esc(s string) []byte {
+	return hex.AppendEncode(nil, []byte(s))
+}
+
+// unesc reverses esc.
+func unesc(b []byte) (string, error) {
+	out, err := hex.AppendDecode(nil, b)
+	if err != nil {
+		return "", fmt.Errorf("decoding key part %q: %w", b, err)
+	}
+	return string(out), nil
+}
+
+// appendNum appends n zero-padded to turnDigits.
+func appendNum(b []byte, n int64) []byte {
+	var digits [20]byte
+	d := strconv.AppendInt(digits[:0], n, 10)
+	for i := len(d); i < turnDigits; i++ {
+		b = append(b, '0')
+	}
+	return append(b, d...)
+}
+
+func join(parts ...[]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// sessionPrefix is v1/s/{session}/.
+func sessionPrefix(session string) []byte {
+	return join([]byte(prefixSession), esc(session), []byte("/"))
+}
+
+// metaKey is v1/s/{session}/meta.
+func metaKey(session string) []byte {
+	return append(sessionPrefix(session), "meta"...)
+}
+
+// turnPrefix is v1/s/{session}/t/.
+func turnPrefix(session string) []byte {
+	return append(sessionPrefix(session), "t/"...)
+}
+
+// turnKey is v1/s/{session}/t/{turn}.
+func turnKey(session string, turn int64) []byte {
+	return appendNum(turnPrefix(session), turn)
+}
+
+// turnIDKey is v1/s/{session}/id/{turn id}.
+func turnIDKey(session, turnID string) []byte {
+	return append(append(sessionPrefix(session), "id/"...), esc(turnID)...)
+}
+
+// runPrefix is v1/r/{session}/{run}/.
+func runPrefix(session, run string) []byte {
+	return join([]byte(prefixRun), esc(session), []byte("/"), esc(run), []byte("/"))
+}
+
+// dedupKey is v1/r/{session}/{run}/d/{key}.
+func dedupKey(session, run, key string) []byte {
+	return append(append(runPrefix(session, run), "d/"...), esc(key)...)
+}
+
+// fetchedKey is v1/r/{session}/{run}/f/{tool}.
+func fetchedKey(session, run, tool string) []byte {
+	return append(append(runPrefix(session, run), "f/"...), esc(tool)...)
+}
+
+// intentPrefix is v1/i/{session}/.
+func intentPrefix(session string) []byte {
+	return join([]byte(prefixIntent), esc(session), []byte("/"))
+}
+
+// intentKey is v1/i/{session}/{turn}.
+func intentKey(session string, turn int64) []byte {
+	return appendNum(intentPrefix(session), turn)
+}
+
+// cacheKey is v1/c/{key}.
+func cacheKey(key string) []byte {
+	return append([]byte(prefixCache), esc(key)...)
+}
+
+// workspaceID names a workspace in keys: the first 16 bytes of the SHA-256
+// of its cleaned absolute path, in hex.
+func workspaceID(workspace string) string {
+	sum := sha256.Sum256([]byte(normalizeWorkspace(workspace)))
+	return hex.EncodeToString(sum[:16])
+}
+
+// normalizeWorkspace cleans a workspace path and makes it absolute (relative
+// to the current directory when it is not already).
+func normalizeWorkspace(workspace string) string {
+	if abs, err := filepath.Abs(workspace); err == nil {
+		return abs
+	}
+	return filepath.Clean(workspace)
+}
+
+// fileVersionPrefix is v1/fv/{workspace}/{path}/.
+func fileVersionPrefix(workspace, path string) []byte {
+	return join([]byte(prefixFileVersion), []byte(workspaceID(workspace)), []byte("/"), esc(path), []byte("/"))
+}
+
+// fileVersionKey is v1/fv/{workspace}/{path}/{version}: the version's metadata.
+func fileVersionKey(workspace, path string, version int64) []byte {
+	return appendNum(fileVersionPrefix(workspace, path), version)
+}
+
+// fileContentKey is v1/fc/{workspace}/{path}/{version}: the version's bytes.
+func fileContentKey(workspace, path string, version int64) []byte {
+	return appendNum(join([]byte(prefixFileContent), []byte(workspaceID(workspace)), []byte("/"), esc(path), []byte("/")), version)
+}
+
+// parseNum reads a zero-padded number written by appendNum.
+func parseNum(b []byte) (int64, error) {
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("decoding number %q in key: %w", b, err)
+	}
+	return n, nil
+}

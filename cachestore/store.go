@@ -1,0 +1,141 @@
+package cachestore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tooldispatch/tooldispatch/messages"
+)
+
+// Sentinel errors.
+var (
+	// ErrNotFound: the key, turn or version does not exist.
+	ErrNotFound = errors.New("cachestore: not found")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("cachestore: closed")
+	// ErrStaleTurn: a commit or intent names a turn number that is not the
+	// session's next turn (a second writer, or a replayed commit).
+	ErrStaleTurn = errors.New("cachestore: stale turn")
+)
+
+// SessionState is what a session actor loads when it starts.
+type SessionState struct {
+	// NextTurn is the number the next turn of the session gets (first is 1).
+	NextTurn int64
+}
+
+// DedupEntry is one row of a run's de-duplication table: a call that
+// succeeded, by tool name and canonical arguments.
+type DedupEntry struct {
+	Key     string // hex sha256 of tool name, "|", canonical arguments
+	Tool    string
+	Content string
+	// Paths the call read or wrote, cleaned and workspace-relative.
+	Paths []string
+	// StaleOnMutation: any successful mutating call drops this entry.
+	StaleOnMutation bool
+}
+
+// RunState is the state of one run: the de-duplication table and the tools
+// whose schemas the model has fetched.
+type RunState struct {
+	Dedup   map[string]*DedupEntry // by Key
+	Fetched map[string]bool        // by tool name
+}
+
+// Intent is the record written before calls run: the turn as it stands after
+// preflight, and which calls may have started. After a crash it is resolved
+// into a committed turn: decided calls keep their message, started calls read
+// outcome_unknown, the rest canceled. Writing it again for the same turn
+// replaces it.
+type Intent struct {
+	Session   string
+	Turn      int64
+	Run       string
+	TurnID    string
+	Provider  string
+	Assistant *messages.AssistantMessage
+	// Decided maps a call index to its message when pass 1 already decided it
+	// (unknown_tool, invalid_args, deduped, skipped, …).
+	Decided map[int]*messages.ToolMessage
+	// Started lists the indices of calls that may have started.
+	Started []int
+	// Names and IDs are the normalised tool name and call id of each call, by index.
+	Names []string
+	IDs   []string
+}
+
+// TurnCommit is everything one turn writes, applied in one transaction.
+type TurnCommit struct {
+	Session string
+	Record  *messages.TurnRecord
+	// Run state changes.
+	FetchedAdd []string
+	DedupPut   []*DedupEntry
+	DedupDel   []string
+	// CachePut entries are written to the TTL cache in the same transaction.
+	CachePut []CacheEntry
+}
+
+// CacheEntry is one value of the TTL cache with its absolute expiry.
+type CacheEntry struct {
+	Key     string
+	Value   []byte
+	Expires time.Time
+}
+
+// FileVersion describes one kept version of a workspace file.
+type FileVersion struct {
+	Version int64
+	Time    time.Time
+	Size    int64
+	Deleted bool   // the version records a removal
+	Note    string // which tool wrote it, e.g. "edit_file"
+}
+
+// Store is what the dispatcher persists through. Implementations are safe for
+// concurrent use; the dispatcher keeps one writer per session.
+type Store interface {
+	// LoadSession returns the session's state, first resolving any intent
+	// record left by a crash into a committed turn (nobody else can be writing
+	// the session when its actor starts).
+	LoadSession(ctx context.Context, session string) (SessionState, error)
+	// Turns returns the committed turns of a session in order.
+	Turns(ctx context.Context, session string) ([]*messages.TurnRecord, error)
+	// TurnByID returns the committed turn with this turn id, or ErrNotFound.
+	TurnByID(ctx context.Context, session, turnID string) (*messages.TurnRecord, error)
+	// Sessions lists the ids of sessions that have committed turns, sorted.
+	Sessions(ctx context.Context) ([]string, error)
+	// LoadRun returns a run's state (empty, never nil maps, for a new run).
+	LoadRun(ctx context.Context, session, run string) (*RunState, error)
+	// EndRun deletes a run's state.
+	EndRun(ctx context.Context, session, run string) error
+
+	// WriteIntent persists (or replaces) the intent record of a turn. The
+	// turn must be the session's next turn (ErrStaleTurn otherwise).
+	WriteIntent(ctx context.Context, in *Intent) error
+	// CommitTurn writes the turn record, the run-state changes and the cache
+	// entries and deletes the turn's intent, atomically. Record.Turn must be
+	// the session's next turn (ErrStaleTurn otherwise); afterwards NextTurn is
+	// one more.
+	CommitTurn(ctx context.Context, c *TurnCommit) error
+	// RecoverAll resolves every intent record in the store (run when the
+	// data directory is opened) and returns how many turns it resolved.
+	RecoverAll(ctx context.Context) (int, error)
+
+	// CacheGet returns the cached value if it exists and now is before its
+	// absolute expiry.
+	CacheGet(ctx context.Context, key string, now time.Time) ([]byte, bool, error)
+	// CachePut stores a value with an absolute expiry.
+	CachePut(ctx context.Context, e CacheEntry) error
+
+	// SaveFileVersion keeps a version of a workspace file and returns its number.
+	SaveFileVersion(ctx context.Context, workspace, path string, content []byte, deleted bool, note string) (int64, error)
+	// FileVersions lists a file's versions, oldest first.
+	FileVersions(ctx context.Context, workspace, path string) ([]FileVersion, error)
+	// FileVersionContent returns one version's bytes.
+	FileVersionContent(ctx context.Context, workspace, path string, version int64) ([]byte, FileVersion, error)
+
+	Close() error
+}
