@@ -1,0 +1,105 @@
+package builtin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Versions keeps earlier versions of workspace files, so that edit_file,
+// remove_file and restore_file can be undone. workspace is the workspace's
+// directory (Workspace.Dir) and path the cleaned workspace-relative path.
+// Implementations must be safe for concurrent use.
+type Versions interface {
+	// SaveFileVersion keeps content as the next version of the file and
+	// returns its number. deleted marks a version that records the file's
+	// absence (it did not exist before the change).
+	SaveFileVersion(ctx context.Context, workspace, path string, content []byte, deleted bool, note string) (int64, error)
+	// ListFileVersions lists the file's versions, oldest first.
+	ListFileVersions(ctx context.Context, workspace, path string) ([]VersionInfo, error)
+	// FileVersionBytes returns one version's content, or an error matching
+	// ErrVersionNotFound.
+	FileVersionBytes(ctx context.Context, workspace, path string, version int64) ([]byte, error)
+}
+
+// VersionInfo describes one kept version of a file.
+type VersionInfo struct {
+	Version int64
+	Time    time.Time
+	Size    int64
+	Deleted bool   // the version records that the file did not exist
+	Note    string // the tool that kept it, e.g. "edit_file"
+}
+
+// MemoryVersions is a Versions kept in memory, for tests and for programs
+// without a store. Safe for concurrent use.
+type MemoryVersions struct {
+	mu    sync.Mutex
+	files map[string][]memVersion // guarded by mu; by workspace and path
+}
+
+type memVersion struct {
+	info    VersionInfo
+	content []byte
+}
+
+// NewMemoryVersions returns an empty in-memory version store.
+func NewMemoryVersions() *MemoryVersions {
+	return &MemoryVersions{files: map[string][]memVersion{}}
+}
+
+func versionKey(workspace, path string) string { return workspace + "\x00" + path }
+
+// SaveFileVersion implements Versions.
+func (m *MemoryVersions) SaveFileVersion(ctx context.Context, workspace, path string, content []byte, deleted bool, note string) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := versionKey(workspace, path)
+	vs := m.files[k]
+	v := memVersion{
+		info: VersionInfo{
+			Version: int64(len(vs)) + 1,
+			Time:    time.Now(),
+			Size:    int64(len(content)),
+			Deleted: deleted,
+			Note:    note,
+		},
+		content: slices.Clone(content),
+	}
+	m.files[k] = append(vs, v)
+	return v.info.Version, nil
+}
+
+// ListFileVersions implements Versions.
+func (m *MemoryVersions) ListFileVersions(ctx context.Context, workspace, path string) ([]VersionInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	vs := m.files[versionKey(workspace, path)]
+	out := make([]VersionInfo, len(vs))
+	for i, v := range vs {
+		out[i] = v.info
+	}
+	return out, nil
+}
+
+// FileVersionBytes implements Versions.
+func (m *MemoryVersions) FileVersionBytes(ctx context.Context, workspace, path string, version int64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	vs := m.files[versionKey(workspace, path)]
+	if version < 1 || version > int64(len(vs)) {
+		return nil, fmt.Errorf("%s version %d: %w", path, version, ErrVersionNotFound)
+	}
+	return slices.Clone(vs[version-1].content), nil
+}

@@ -1,0 +1,268 @@
+package builtin
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+const (
+	newFileMode fs.FileMode = 0o644
+	newDirMode  fs.FileMode = 0o755
+)
+
+// Workspace is the directory every file tool and run_command works in. All
+// file access goes through an os.Root, so a path cannot lead out of it: ".."
+// escapes, absolute paths elsewhere and symlinks that point outside are
+// refused when the file is opened, which also defeats a symlink swapped in
+// between a check and the use.
+//
+// A Workspace is safe for concurrent use.
+type Workspace struct {
+	// immutable after OpenWorkspace
+	dir   string   // absolute, symlinks resolved
+	given string   // absolute as given; may reach dir through symlinks
+	root  *os.Root // every file operation goes through it
+}
+
+// OpenWorkspace opens the directory dir as a workspace. Close it when done.
+func OpenWorkspace(dir string) (*Workspace, error) {
+	given, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("builtin: workspace %s: %w", dir, err)
+	}
+	resolved, err := filepath.EvalSymlinks(given)
+	if err != nil {
+		return nil, fmt.Errorf("builtin: workspace %s: %w", dir, err)
+	}
+	root, err := os.OpenRoot(resolved)
+	if err != nil {
+		return nil, fmt.Errorf("builtin: workspace %s: %w", dir, err)
+	}
+	return &Workspace{dir: resolved, given: given, root: root}, nil
+}
+
+// Close releases the workspace's directory handle.
+func (w *Workspace) Close() error { return w.root.Close() }
+
+// Dir returns the workspace's absolute directory, symlinks resolved.
+func (w *Workspace) Dir() string { return w.dir }
+
+// Clean turns p into a cleaned, slash-separated path relative to the
+// workspace ("." for the workspace itself). Absolute paths inside the
+// workspace are accepted and made relative; a path that leads outside gives
+// an error matching ErrOutsideWorkspace. Clean is lexical: symlinks are
+// checked when the path is used.
+func (w *Workspace) Clean(p string) (string, error) {
+	if p == "" {
+		return "", errors.New("path is empty")
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", fmt.Errorf("path %q contains a NUL byte", p)
+	}
+	if filepath.IsAbs(p) {
+		abs := filepath.Clean(p)
+		for _, base := range []string{w.dir, w.given} {
+			if rel, ok := within(base, abs); ok {
+				return rel, nil
+			}
+		}
+		return "", &outsideError{path: p}
+	}
+	c := path.Clean(filepath.ToSlash(p))
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", &outsideError{path: p}
+	}
+	return c, nil
+}
+
+// within returns abs relative to base when abs is base or below it.
+func within(base, abs string) (string, bool) {
+	if abs == base {
+		return ".", true
+	}
+	prefix := base
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	if rest, ok := strings.CutPrefix(abs, prefix); ok {
+		return filepath.ToSlash(rest), true
+	}
+	return "", false
+}
+
+// abs returns the absolute form of a cleaned relative path, for processes
+// that need a directory name (run_command's working directory).
+func (w *Workspace) abs(rel string) string {
+	return filepath.Join(w.dir, filepath.FromSlash(rel))
+}
+
+// stat follows symlinks (inside the workspace only).
+func (w *Workspace) stat(rel string) (fs.FileInfo, error) {
+	fi, err := w.root.Stat(rel)
+	return fi, w.fileErr(rel, err)
+}
+
+func (w *Workspace) lstat(rel string) (fs.FileInfo, error) {
+	fi, err := w.root.Lstat(rel)
+	return fi, w.fileErr(rel, err)
+}
+
+func (w *Workspace) open(rel string) (*os.File, error) {
+	f, err := w.root.Open(rel)
+	return f, w.fileErr(rel, err)
+}
+
+// fsys is the workspace as an fs.FS, for walking.
+func (w *Workspace) fsys() fs.FS { return w.root.FS() }
+
+// readAll reads a whole regular file of at most limit bytes. exists is false
+// (and err nil) when the file does not exist.
+func (w *Workspace) readAll(rel string, limit int64) (data []byte, exists bool, err error) {
+	f, err := w.open(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, true, w.fileErr(rel, err)
+	}
+	if fi.IsDir() {
+		return nil, true, &fileError{path: rel, what: "is a directory", err: syscall.EISDIR}
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, true, &fileError{path: rel, what: "is not a regular file"}
+	}
+	if fi.Size() > limit {
+		return nil, true, &fileError{path: rel, what: fmt.Sprintf("is %s, more than the %s this tool handles", humanSize(fi.Size()), humanSize(limit))}
+	}
+	data, err = io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, true, w.fileErr(rel, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, true, &fileError{path: rel, what: fmt.Sprintf("grew beyond %s while being read", humanSize(limit))}
+	}
+	return data, true, nil
+}
+
+// writeFile replaces the content of rel, creating it and its parent
+// directories when needed. An existing file keeps its mode; a symlink inside
+// the workspace is written through.
+func (w *Workspace) writeFile(rel string, data []byte) error {
+	if rel == "." {
+		return &fileError{path: rel, what: "is the workspace directory", err: syscall.EISDIR}
+	}
+	if dir := path.Dir(rel); dir != "." {
+		if err := w.root.MkdirAll(dir, newDirMode); err != nil {
+			return w.fileErr(dir, err)
+		}
+	}
+	f, err := w.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, newFileMode)
+	if err != nil {
+		return w.fileErr(rel, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return w.fileErr(rel, err)
+	}
+	return w.fileErr(rel, f.Close())
+}
+
+// remove deletes a file (never a directory).
+func (w *Workspace) remove(rel string) error {
+	fi, err := w.lstat(rel)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return &fileError{path: rel, what: "is a directory; remove_file removes files only", err: syscall.EISDIR}
+	}
+	return w.fileErr(rel, w.root.Remove(rel))
+}
+
+// fileErr turns an error of an os.Root operation into one that names the
+// workspace path and says what went wrong in plain words.
+func (w *Workspace) fileErr(rel string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var oe *outsideError
+	if errors.As(err, &oe) {
+		return err
+	}
+	if escapes(err) {
+		return &outsideError{path: rel}
+	}
+	var fe *fileError
+	if errors.As(err, &fe) {
+		return err
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &fileError{path: rel, what: "does not exist", err: err}
+	case errors.Is(err, fs.ErrPermission):
+		return &fileError{path: rel, what: "permission denied", err: err}
+	case errors.Is(err, syscall.EISDIR):
+		return &fileError{path: rel, what: "is a directory", err: err}
+	case errors.Is(err, syscall.ENOTDIR):
+		return &fileError{path: rel, what: "has a parent that is not a directory", err: err}
+	case errors.Is(err, syscall.ELOOP):
+		return &fileError{path: rel, what: "has too many levels of symbolic links", err: err}
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return &fileError{path: rel, what: pe.Err.Error(), err: err}
+	}
+	return &fileError{path: rel, what: err.Error(), err: err}
+}
+
+// escapes reports whether err is os.Root's refusal of a path that leaves the
+// root. The os package does not export that error, only its text.
+func escapes(err error) bool {
+	return strings.Contains(err.Error(), "path escapes from parent")
+}
+
+// outsideError is the error for a path that leads out of the workspace.
+type outsideError struct{ path string }
+
+func (e *outsideError) Error() string {
+	return fmt.Sprintf("path %q is outside the workspace", e.path)
+}
+
+func (e *outsideError) Is(target error) bool { return target == ErrOutsideWorkspace }
+
+// fileError names a workspace path and what is wrong with it.
+type fileError struct {
+	path string
+	what string
+	err  error
+}
+
+func (e *fileError) Error() string { return e.path + " " + e.what }
+
+func (e *fileError) Unwrap() error { return e.err }
+
+// humanSize formats a byte count for people: 512 B, 3.4 KiB, 2.0 MiB.
+func humanSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
