@@ -1,0 +1,73 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// startCall tells a call actor to run its tool.
+type startCall struct{}
+
+// callActor runs one call's tool. Running the tool is this actor's only
+// work, so it runs inside Receive: a panic escalates to the pool, its
+// supervisor, which answers the call; a tool that ignores its context keeps
+// this actor (not the pool) busy until the pool's watchdog abandons it.
+type callActor struct {
+	in      *poolInput
+	plan    *callPlan
+	turnCtx context.Context
+	closed  *atomic.Bool
+}
+
+func (a *callActor) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*startCall); !ok {
+		return
+	}
+	p := a.plan
+	cctx, cancel := context.WithTimeout(a.turnCtx, p.tool.EffectiveTimeout())
+	defer cancel()
+	em, closed := a.in.em, a.closed
+	c := &toolkit.Call{
+		Session: a.in.session, Run: a.in.run, Turn: a.in.turn, ID: p.id, Name: p.name, Args: p.args, View: a.in.view,
+		Emit: func(text string) { em.text(closed, p.id, p.name, text) },
+	}
+	res, err := p.tool.Handler(cctx, c)
+	o := &callOutcome{idx: p.idx}
+	switch {
+	case err == nil:
+		o.msg = toolMsg(p, toolkit.StatusOK, res.Content)
+		o.fetched = res.Fetched
+	case a.turnCtx.Err() != nil:
+		o.msg = toolMsg(p, toolkit.StatusCanceled, "canceled: the turn was canceled while the call ran: "+err.Error())
+	case errors.Is(cctx.Err(), context.DeadlineExceeded):
+		o.msg = toolMsg(p, toolkit.StatusTimeout, fmt.Sprintf("timed out after %s: %s", p.tool.EffectiveTimeout(), err.Error()))
+	default:
+		o.msg = toolMsg(p, toolkit.StatusError, err.Error())
+	}
+	ctx.Send(ctx.Parent(), o)
+}
+
+// text emits streamed output of a call that is still open.
+func (e *emitter) text(closed *atomic.Bool, callID, tool, text string) {
+	if !e.active() || closed.Load() {
+		return
+	}
+	ev := &messages.Event{Kind: EventToolCallText, CallId: callID, Tool: tool, Text: text}
+	ev.Session, ev.Run, ev.Turn = e.session, e.run, e.turn
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if closed.Load() {
+		return
+	}
+	e.n++
+	ev.Seq = uint64(e.turn)*seqPerTurn + e.n
+	ev.TimeUnixNano = e.clock().UnixNano()
+	e.sink(ev)
+}

@@ -1,0 +1,120 @@
+package actors
+
+import (
+	"context"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tooldispatch/tooldispatch/cachestore"
+)
+
+// resetState drops the commit actor's cached state so the next turn reloads
+// it from the store (after a failed commit or a failed turn).
+type resetState struct{}
+
+// commitActor is the single writer of everything its session persists, and
+// the owner of the session's loaded state: the next turn number and the
+// state of each run. A turn reads a run's state (read-only) between prepare
+// and commit; the actor changes it only when it applies that turn's commit or
+// an end-run, which the session orders after the turn. Store calls block this
+// actor only: its whole job is the session's ordered I/O.
+type commitActor struct {
+	cfg     Config
+	session string
+
+	loaded bool
+	next   int64
+	runs   map[string]*cachestore.RunState
+}
+
+func newCommitActor(cfg Config, session string) *commitActor {
+	return &commitActor{cfg: cfg, session: session}
+}
+
+func (a *commitActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *prepareTurn:
+		ctx.Respond(a.prepare(m))
+	case *writeIntent:
+		ctx.Respond(&storeDone{err: a.writeIntent(m)})
+	case *commitTurn:
+		ctx.Respond(&storeDone{err: a.commitTurn(m)})
+	case *endRunRequest:
+		err := a.cfg.Store.EndRun(context.Background(), a.session, m.run)
+		delete(a.runs, m.run)
+		ctx.Respond(&endRunReply{err: err})
+	case *resetState:
+		a.reset()
+	case *actor.Restarting:
+		a.reset()
+	}
+}
+
+func (a *commitActor) reset() {
+	a.loaded = false
+	a.runs = nil
+}
+
+func (a *commitActor) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), storeTimeout)
+}
+
+func (a *commitActor) prepare(m *prepareTurn) *prepared {
+	ctx, cancel := a.storeCtx()
+	defer cancel()
+	if !a.loaded {
+		st, err := a.cfg.Store.LoadSession(ctx, a.session)
+		if err != nil {
+			return &prepared{err: err}
+		}
+		a.next, a.loaded, a.runs = st.NextTurn, true, map[string]*cachestore.RunState{}
+	}
+	if m.turnID != "" {
+		rec, err := a.cfg.Store.TurnByID(ctx, a.session, m.turnID)
+		switch {
+		case err == nil:
+			return &prepared{next: a.next, replay: rec}
+		case !isNotFound(err):
+			return &prepared{err: err}
+		}
+	}
+	rs, ok := a.runs[m.run]
+	if !ok {
+		var err error
+		rs, err = a.cfg.Store.LoadRun(ctx, a.session, m.run)
+		if err != nil {
+			return &prepared{err: err}
+		}
+		a.runs[m.run] = rs
+	}
+	return &prepared{next: a.next, run: rs}
+}
+
+func (a *commitActor) writeIntent(m *writeIntent) error {
+	ctx, cancel := a.storeCtx()
+	defer cancel()
+	return a.cfg.Store.WriteIntent(ctx, m.intent)
+}
+
+func (a *commitActor) commitTurn(m *commitTurn) error {
+	ctx, cancel := a.storeCtx()
+	defer cancel()
+	c := m.commit
+	if err := a.cfg.Store.CommitTurn(ctx, c); err != nil {
+		a.reset()
+		return err
+	}
+	a.next = c.Record.Turn + 1
+	if rs := a.runs[c.Record.Run]; rs != nil {
+		for _, k := range c.DedupDel {
+			delete(rs.Dedup, k)
+		}
+		for _, e := range c.DedupPut {
+			rs.Dedup[e.Key] = e
+		}
+		for _, n := range c.FetchedAdd {
+			rs.Fetched[n] = true
+		}
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package actors
+
+import (
+	"errors"
+	"runtime"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// Defaults filled in by Config.withDefaults.
+const (
+	defaultConfirmTimeout = 5 * time.Minute
+	defaultSessionIdle    = 2 * time.Minute
+	defaultCancelGrace    = 2 * time.Second
+	defaultWatchdogGrace  = time.Second
+	defaultMaxCalls       = 4096
+	// requestTimeout bounds how long an API call waits for the actor system;
+	// turns end far sooner (each call has its own timeout).
+	requestTimeout = 24 * time.Hour
+	// storeTimeout bounds one store operation requested by an actor.
+	storeTimeout = 2 * time.Minute
+)
+
+// Approval policies of a run (DispatchTurn.approve).
+const (
+	ApproveAsk  = "ask"
+	ApproveAll  = "all"
+	ApproveNone = "none"
+)
+
+// Config configures a dispatcher. Registry and Store are required.
+type Config struct {
+	Registry *toolkit.Registry
+	Store    cachestore.Store
+	// Logger receives the dispatcher's logs (never argument values of
+	// secrets). Default: zerolog.Nop().
+	Logger zerolog.Logger
+	// MaxConcurrency limits how many concurrent tools of one turn run at once.
+	// Default: half the CPU cores, at least 3.
+	MaxConcurrency int
+	// Events receives every event, stamped in order. It is called from actor
+	// goroutines and must not block. When nil, no events are produced and a
+	// run whose policy is "ask" has nobody to ask: such calls are skipped.
+	Events func(*messages.Event)
+	// ConfirmTimeout is how long a confirmation waits for an answer.
+	ConfirmTimeout time.Duration
+	// SessionIdle is how long a session actor stays without work before it
+	// is passivated.
+	SessionIdle time.Duration
+	// CancelGrace is how long a canceled call may take to return before its
+	// slot is freed and it is reported canceled.
+	CancelGrace time.Duration
+	// WatchdogGrace is added to a tool's timeout before a call that ignores
+	// its context is abandoned and reported timeout.
+	WatchdogGrace time.Duration
+	// Limits bound the arguments of one call.
+	Limits toolkit.Limits
+	// MaxCallsPerTurn: calls beyond it are refused with invalid_args.
+	MaxCallsPerTurn int
+	// Clock gives the time of events and records. Default time.Now.
+	Clock func() time.Time
+	// Observer receives measurements. Default toolkit.NopObserver.
+	Observer toolkit.Observer
+}
+
+// DefaultMaxConcurrency is half the CPU cores, at least 3.
+func DefaultMaxConcurrency() int { return max(3, runtime.NumCPU()/2) }
+
+// Validate names the first bad field.
+func (c *Config) Validate() error {
+	switch {
+	case c.Registry == nil:
+		return errors.New("actors: Config.Registry is required")
+	case c.Store == nil:
+		return errors.New("actors: Config.Store is required")
+	case c.MaxConcurrency < 0:
+		return errors.New("actors: Config.MaxConcurrency must not be negative")
+	case c.ConfirmTimeout < 0, c.SessionIdle < 0, c.CancelGrace < 0, c.WatchdogGrace < 0:
+		return errors.New("actors: Config durations must not be negative")
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxConcurrency == 0 {
+		c.MaxConcurrency = DefaultMaxConcurrency()
+	}
+	if c.ConfirmTimeout == 0 {
+		c.ConfirmTimeout = defaultConfirmTimeout
+	}
+	if c.SessionIdle == 0 {
+		c.SessionIdle = defaultSessionIdle
+	}
+	if c.CancelGrace == 0 {
+		c.CancelGrace = defaultCancelGrace
+	}
+	if c.WatchdogGrace == 0 {
+		c.WatchdogGrace = defaultWatchdogGrace
+	}
+	if c.MaxCallsPerTurn == 0 {
+		c.MaxCallsPerTurn = defaultMaxCalls
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Observer == nil {
+		c.Observer = toolkit.NopObserver{}
+	}
+	return c
+}

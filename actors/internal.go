@@ -1,0 +1,108 @@
+package actors
+
+import (
+	"context"
+	"errors"
+
+	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// Messages that never leave the actor system. Each is immutable once sent.
+
+// dispatchRequest carries a turn from the API to its session; id lets a
+// cancellation name it.
+type dispatchRequest struct {
+	id   uint64
+	turn *messages.DispatchTurn
+}
+
+// cancelTurn cancels the turn of dispatchRequest id (the caller went away).
+type cancelTurn struct {
+	session string
+	id      uint64
+}
+
+// endRunRequest deletes a run's state once the session's queued turns end.
+type endRunRequest struct {
+	session string
+	run     string
+}
+
+// endRunReply answers endRunRequest.
+type endRunReply struct{ err error }
+
+// sessionIdle tells the dispatcher a session has had no work; received is how
+// many messages it got from the dispatcher, so the dispatcher knows none is
+// in flight.
+type sessionIdle struct{ received uint64 }
+
+// turnFinished tells the session its current turn is done.
+type turnFinished struct {
+	id uint64
+	// failed: the commit did not happen; the session's cached state is stale.
+	failed bool
+}
+
+// commit actor requests and replies.
+type prepareTurn struct {
+	run    string
+	turnID string
+}
+
+type prepared struct {
+	next   int64
+	run    *cachestore.RunState // read-only for the turn
+	replay *messages.TurnRecord
+	err    error
+}
+
+type writeIntent struct{ intent *cachestore.Intent }
+
+type commitTurn struct{ commit *cachestore.TurnCommit }
+
+type storeDone struct{ err error }
+
+// callPlan is the outcome of pass 1 for one call.
+type callPlan struct {
+	idx      int
+	id       string
+	name     string // the tool that runs (the inner one for run_tool)
+	tool     *toolkit.Tool
+	args     toolkit.Args
+	argsHash string
+	dedupKey string
+	readOnly bool
+	// decided is set when pass 1 ended the call.
+	decided *messages.ToolMessage
+	// dupOf >= 0: an identical earlier call of this turn runs instead.
+	dupOf int
+	// fetch marks the tool's schema fetched for the run at commit.
+	fetch bool
+}
+
+// preflightDone is pass 1's reply to its turn.
+type preflightDone struct{ plans []*callPlan }
+
+// runCalls asks the pool to run the executable calls of a turn.
+type runCalls struct {
+	ctx    context.Context
+	plans  []*callPlan // executable calls, in call order
+	intent *cachestore.Intent
+}
+
+// callOutcome is one finished call.
+type callOutcome struct {
+	idx     int
+	msg     *messages.ToolMessage
+	fetched []string
+}
+
+// poolDone is pass 2's reply to its turn, indexed like the turn's calls.
+type poolDone struct {
+	outcomes map[int]*callOutcome
+	err      error
+}
+
+func isNotFound(err error) bool { return errors.Is(err, cachestore.ErrNotFound) }

@@ -1,0 +1,324 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// Abandoned calls: tools that did not return after their timeout (plus
+// grace) or after a cancellation. Their slot is freed and they are reported
+// timeout or canceled; their goroutine is left to finish.
+var (
+	abandonedTotal   atomic.Int64
+	abandonedRunning atomic.Int64
+)
+
+// AbandonedCalls returns how many calls were abandoned since the process
+// started and how many of them are still running.
+func AbandonedCalls() (total, running int64) {
+	return abandonedTotal.Load(), abandonedRunning.Load()
+}
+
+// poolInput is everything pass 2 needs; immutable.
+type poolInput struct {
+	cfg       Config
+	em        *emitter
+	view      *toolkit.View
+	session   string
+	run       string
+	turn      int64
+	commit    *actor.PID
+	followers map[int][]int
+}
+
+// watchdogFired fires when a call outlived its timeout plus grace, or the
+// cancel grace after the turn was canceled.
+type watchdogFired struct {
+	idx    int
+	status toolkit.Status
+}
+
+// running is one call the pool has started.
+type running struct {
+	plan     *callPlan
+	started  time.Time
+	pid      *actor.PID
+	timer    *time.Timer
+	closed   *atomic.Bool // set once the call's outcome is recorded
+	finished bool
+	panicked bool // free the slot on Terminated, not before
+}
+
+// poolActor runs a turn's executable calls: each maximal run of consecutive
+// concurrent calls is one segment run in parallel under the limit; every
+// other call is a segment of its own, so it starts after all earlier calls
+// end and before any later call starts. Before a segment starts, the intent
+// record naming its calls is persisted. The pool is its children's
+// supervisor: a call actor that panics answers its own call with an error.
+type poolActor struct {
+	in     *poolInput
+	ctx    context.Context
+	intent *cachestore.Intent
+
+	segments [][]*callPlan
+	seg      int
+	queuedAt time.Time // when the current segment's calls became ready
+	queue    []*callPlan
+	inflight int
+	byPID    map[string]*running
+	byIdx    map[int]*running
+	outcomes map[int]*callOutcome
+	canceled bool
+	done     bool
+}
+
+func newPoolActor(in *poolInput) *poolActor {
+	return &poolActor{in: in, byPID: map[string]*running{}, byIdx: map[int]*running{}, outcomes: map[int]*callOutcome{}}
+}
+
+func (a *poolActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *runCalls:
+		a.ctx, a.intent = m.ctx, m.intent
+		a.segments = segments(m.plans)
+		a.nextSegment(ctx)
+	case *callOutcome:
+		a.finished(ctx, m)
+	case *watchdogFired:
+		a.watchdog(ctx, m)
+	case *cancelTurn:
+		a.cancelTurn(ctx)
+	case *actor.Terminated:
+		if r, ok := a.byPID[m.Who.Id]; ok {
+			delete(a.byPID, m.Who.Id)
+			if r.panicked {
+				a.inflight--
+				a.launch(ctx)
+			}
+		}
+	case *actor.Stopping:
+		for _, r := range a.byIdx {
+			if r.timer != nil {
+				r.timer.Stop()
+			}
+		}
+	}
+}
+
+func segments(plans []*callPlan) [][]*callPlan {
+	var segs [][]*callPlan
+	for i := 0; i < len(plans); {
+		j := i + 1
+		if plans[i].tool.Concurrent {
+			for j < len(plans) && plans[j].tool.Concurrent {
+				j++
+			}
+		}
+		segs = append(segs, plans[i:j])
+		i = j
+	}
+	return segs
+}
+
+// nextSegment persists the intent for the next segment, then starts it.
+func (a *poolActor) nextSegment(ctx actor.Context) {
+	if a.seg == len(a.segments) {
+		a.finish(ctx, nil)
+		return
+	}
+	seg := a.segments[a.seg]
+	a.seg++
+	if a.canceled || a.ctx.Err() != nil {
+		a.notStarted(seg, toolkit.StatusCanceled, "canceled: the turn was canceled before this call started; it did not run.")
+		a.nextSegment(ctx)
+		return
+	}
+	in := *a.intent
+	in.Started = append([]int(nil), a.intent.Started...)
+	for _, p := range seg {
+		in.Started = append(in.Started, p.idx)
+		in.Started = append(in.Started, a.in.followers[p.idx]...)
+	}
+	a.intent = &in
+	f := ctx.RequestFuture(a.in.commit, &writeIntent{intent: &in}, storeTimeout)
+	ctx.ReenterAfter(f, func(res any, err error) {
+		if d, ok := res.(*storeDone); ok && err == nil {
+			err = d.err
+		}
+		if err != nil {
+			msg := "not run: the dispatcher could not record that this call was starting (" + err.Error() + ")."
+			a.notStarted(seg, toolkit.StatusError, msg)
+			for ; a.seg < len(a.segments); a.seg++ {
+				a.notStarted(a.segments[a.seg], toolkit.StatusError, msg)
+			}
+			a.finish(ctx, err)
+			return
+		}
+		a.queue = append(a.queue[:0], seg...)
+		a.queuedAt = time.Now()
+		a.launch(ctx)
+	})
+}
+
+func (a *poolActor) notStarted(seg []*callPlan, st toolkit.Status, text string) {
+	for _, p := range seg {
+		a.outcomes[p.idx] = &callOutcome{idx: p.idx, msg: toolMsg(p, st, text)}
+	}
+}
+
+// launch starts queued calls up to the limit; when the segment is over it
+// moves to the next one.
+func (a *poolActor) launch(ctx actor.Context) {
+	for a.inflight < a.in.cfg.MaxConcurrency && len(a.queue) > 0 && !a.canceled {
+		p := a.queue[0]
+		a.queue = a.queue[1:]
+		a.start(ctx, p)
+	}
+	if a.inflight == 0 && len(a.queue) == 0 && !a.done {
+		a.nextSegment(ctx)
+	}
+}
+
+func (a *poolActor) start(ctx actor.Context, p *callPlan) {
+	r := &running{plan: p, closed: new(atomic.Bool), started: time.Now()}
+	obs := a.in.cfg.Observer
+	obs.SlotWait(p.name, r.started.Sub(a.queuedAt))
+	obs.InFlight(1)
+	a.in.em.call(EventToolCallStart, p.id, p.name)
+	in, turnCtx, closed := a.in, a.ctx, r.closed
+	r.pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &callActor{in: in, plan: p, turnCtx: turnCtx, closed: closed}
+	}))
+	a.byPID[r.pid.Id] = r
+	a.byIdx[p.idx] = r
+	a.inflight++
+	self, sys, idx := ctx.Self(), ctx.ActorSystem(), p.idx
+	r.timer = time.AfterFunc(p.tool.EffectiveTimeout()+a.in.cfg.WatchdogGrace, func() {
+		sys.Root.Send(self, &watchdogFired{idx: idx, status: toolkit.StatusTimeout})
+	})
+	ctx.Send(r.pid, &startCall{})
+}
+
+// record settles a call's outcome once and emits its closing events.
+func (a *poolActor) record(r *running, o *callOutcome) bool {
+	if r.finished {
+		return false
+	}
+	r.finished = true
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	a.outcomes[o.idx] = o
+	a.in.em.closeCall(r.closed, o.msg)
+	obs := a.in.cfg.Observer
+	obs.InFlight(-1)
+	obs.Executed(r.plan.name, o.msg.Status, time.Since(r.started))
+	return true
+}
+
+func (a *poolActor) finished(ctx actor.Context, o *callOutcome) {
+	r := a.byIdx[o.idx]
+	if r == nil {
+		return
+	}
+	if !a.record(r, o) {
+		// An abandoned call finally returned.
+		abandonedRunning.Add(-1)
+		return
+	}
+	a.inflight--
+	ctx.Stop(r.pid)
+	a.launch(ctx)
+}
+
+func (a *poolActor) watchdog(ctx actor.Context, m *watchdogFired) {
+	r := a.byIdx[m.idx]
+	if r == nil || r.finished {
+		return
+	}
+	p := r.plan
+	text := fmt.Sprintf("timed out after %s; the tool did not stop when asked, so its work may go on in the background.", p.tool.EffectiveTimeout())
+	if m.status == toolkit.StatusCanceled {
+		text = "canceled: the turn was canceled; the tool did not stop when asked, so its work may go on in the background."
+	}
+	a.record(r, &callOutcome{idx: p.idx, msg: toolMsg(p, m.status, text)})
+	abandonedTotal.Add(1)
+	abandonedRunning.Add(1)
+	a.in.cfg.Observer.Abandoned(p.name)
+	a.in.cfg.Logger.Warn().Str("session", a.in.session).Str("tool", p.name).Str("call", p.id).
+		Str("status", string(m.status)).Msg("abandoned a call that did not return")
+	a.inflight--
+	ctx.Stop(r.pid)
+	a.launch(ctx)
+}
+
+func (a *poolActor) cancelTurn(ctx actor.Context) {
+	if a.canceled {
+		return
+	}
+	a.canceled = true
+	a.notStarted(a.queue, toolkit.StatusCanceled, "canceled: the turn was canceled before this call started; it did not run.")
+	a.queue = nil
+	self, sys := ctx.Self(), ctx.ActorSystem()
+	for idx, r := range a.byIdx {
+		if !r.finished {
+			idx := idx
+			time.AfterFunc(a.in.cfg.CancelGrace, func() {
+				sys.Root.Send(self, &watchdogFired{idx: idx, status: toolkit.StatusCanceled})
+			})
+		}
+	}
+	if a.inflight == 0 {
+		a.nextSegment(ctx)
+	}
+}
+
+func (a *poolActor) finish(ctx actor.Context, err error) {
+	if a.done {
+		return
+	}
+	a.done = true
+	ctx.Send(ctx.Parent(), &poolDone{outcomes: a.outcomes, err: err})
+}
+
+// HandleFailure: a call actor panicked while running its tool. Its call gets
+// an error result here, once; its slot is freed when it has terminated.
+func (a *poolActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason any, _ any) {
+	sup.StopChildren(child)
+	r := a.byPID[child.Id]
+	if r == nil {
+		return
+	}
+	p := r.plan
+	a.cfg().Logger.Error().Str("session", a.in.session).Str("tool", p.name).Str("call", p.id).Msg("tool panicked")
+	if a.record(r, &callOutcome{idx: p.idx, msg: toolMsg(p, toolkit.StatusError, fmt.Sprintf("the tool panicked: %v", reason))}) {
+		r.panicked = true
+	}
+}
+
+func (a *poolActor) cfg() *Config { return &a.in.cfg }
+
+// closeCall marks a call's outcome recorded and emits exec_error (for a
+// failure) and tool_call_end, under the emitter's lock so no streamed text
+// of the call can follow them.
+func (e *emitter) closeCall(closed *atomic.Bool, m *messages.ToolMessage) {
+	if !e.active() {
+		closed.Store(true)
+		return
+	}
+	e.mu.Lock()
+	closed.Store(true)
+	e.mu.Unlock()
+	if m.Status != string(toolkit.StatusOK) {
+		e.emit(&messages.Event{Kind: EventExecError, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status, Text: clip(m.Content, 4096)})
+	}
+	e.emit(&messages.Event{Kind: EventToolCallEnd, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status})
+}

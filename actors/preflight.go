@@ -1,0 +1,319 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// preflightInput is everything pass 1 needs; immutable.
+type preflightInput struct {
+	cfg      Config
+	view     *toolkit.View
+	runState *cachestore.RunState // read-only
+	em       *emitter
+	provider string
+	calls    []*messages.ToolCall
+	approve  string
+	autoLoad bool
+	turnCtx  context.Context
+}
+
+// confirmTimedOut fires when a confirmation got no answer in time.
+type confirmTimedOut struct{ idx int }
+
+// preflightActor applies the rules of pass 1 to each call in order, asking
+// for confirmations one at a time, and answers its turn with the plans.
+type preflightActor struct {
+	in    *preflightInput
+	plans []*callPlan
+	next  int
+
+	seenIDs  map[string]bool
+	inTurn   map[string]*callPlan // by de-dup key: the first identical call of this turn
+	invalid  map[string]bool      // run-state de-dup keys made stale earlier in this turn
+	answered map[string]bool      // call ids whose confirmation was answered
+
+	asking   *callPlan // waiting for a confirmation
+	askedAt  time.Time
+	askTimer *time.Timer
+	canceled bool
+}
+
+func newPreflightActor(in *preflightInput) *preflightActor {
+	return &preflightActor{in: in, seenIDs: map[string]bool{}, inTurn: map[string]*callPlan{},
+		invalid: map[string]bool{}, answered: map[string]bool{}}
+}
+
+func (a *preflightActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.plans = make([]*callPlan, 0, len(a.in.calls))
+		a.proceed(ctx)
+	case *messages.ConfirmReply:
+		a.confirmReply(ctx, m)
+	case *confirmTimedOut:
+		if a.asking != nil && a.asking.idx == m.idx {
+			a.decideAsk(ctx, false, fmt.Sprintf("no answer within %s", a.in.cfg.ConfirmTimeout))
+		}
+	case *cancelTurn:
+		a.canceled = true
+		if a.asking != nil {
+			a.decideAsk(ctx, false, "the turn was canceled")
+		}
+	case *actor.Stopping:
+		if a.askTimer != nil {
+			a.askTimer.Stop()
+		}
+	}
+}
+
+// proceed plans calls until one needs a confirmation or all are planned.
+func (a *preflightActor) proceed(ctx actor.Context) {
+	for a.next < len(a.in.calls) {
+		i := a.next
+		a.next++
+		p, ask := a.plan(i, a.in.calls[i])
+		a.plans = append(a.plans, p)
+		if ask {
+			a.ask(ctx, p)
+			return
+		}
+	}
+	ctx.Send(ctx.Parent(), &preflightDone{plans: a.plans})
+}
+
+func (a *preflightActor) decide(p *callPlan, st toolkit.Status, content string) *callPlan {
+	p.decided = toolMsg(p, st, content)
+	switch st {
+	case toolkit.StatusSkipped:
+		a.in.em.call(EventToolSkipped, p.id, p.name)
+	case toolkit.StatusDeduped:
+		a.in.em.call(EventToolDeduped, p.id, p.name)
+	case toolkit.StatusSchemaReturned:
+		a.in.em.call(EventSchemaReturned, p.id, p.name)
+	}
+	return p
+}
+
+// plan applies rules 1–9 of pass 1 to one call. ask reports that the call
+// waits for a confirmation.
+func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bool) {
+	in := a.in
+	// 1. Normalise.
+	p = &callPlan{idx: i, dupOf: -1}
+	p.id = strings.TrimSpace(tc.GetId())
+	p.name = normaliseName(tc.GetFunction().GetName())
+	repeated := p.id != "" && a.seenIDs[p.id]
+	if p.id == "" {
+		p.id = fmt.Sprintf("call_%d", i+1)
+		for a.seenIDs[p.id] {
+			p.id += "_"
+		}
+	}
+	a.seenIDs[p.id] = true
+	if in.em.active() {
+		in.em.emit(&messages.Event{Kind: EventToolCall, CallId: p.id, Tool: p.name, Arguments: clip(tc.GetFunction().GetArguments(), 4096)})
+	}
+	if i >= in.cfg.MaxCallsPerTurn {
+		return a.decide(p, toolkit.StatusInvalidArgs, fmt.Sprintf("not run: this turn has %d calls and at most %d are dispatched per turn; split the work over several turns.", len(in.calls), in.cfg.MaxCallsPerTurn)), false
+	}
+	if repeated {
+		return a.decide(p, toolkit.StatusInvalidArgs, fmt.Sprintf("not run: call id %q repeats an earlier call's id in this turn; every call needs its own id.", clip(p.id, 80))), false
+	}
+	if p.name == "" {
+		return a.decide(p, toolkit.StatusUnknownTool, "not run: the call names no tool. Use find_tools to search the available tools."), false
+	}
+	// 2. Parse once.
+	args, err := toolkit.ParseArgs(tc.GetFunction().GetArguments(), in.cfg.Limits)
+	if err != nil {
+		return a.decide(p, toolkit.StatusInvalidArgs, "not run: "+err.Error()), false
+	}
+	// 3. Unwrap run_tool.
+	viaRunTool := false
+	if p.name == toolkit.RunToolName {
+		name, inner, msg := unwrapRunTool(args, in.cfg.Limits)
+		if msg != "" {
+			return a.decide(p, toolkit.StatusInvalidArgs, "not run: "+msg), false
+		}
+		p.name, args, viaRunTool = name, inner, true
+	}
+	p.args = args
+	// 4. Existence.
+	tool, ok := in.view.Lookup(p.name)
+	if !ok {
+		return a.decide(p, toolkit.StatusUnknownTool, unknownToolText(p.name, in.view)), false
+	}
+	p.tool = tool
+	schema, err := in.cfg.Registry.Schemas.Compile(tool.Schema)
+	if err != nil {
+		return a.decide(p, toolkit.StatusError, "not run: the tool's schema does not compile: "+err.Error()), false
+	}
+	if in.view.IsClient(p.name) {
+		if err := schema.Validate(args.Value); err != nil {
+			return a.decide(p, toolkit.StatusInvalidArgs, err.Error()), false
+		}
+		return a.decide(p, toolkit.StatusClientPending, "client tool: the caller runs this call and hands its result back."), false
+	}
+	// 5. Deferred tools.
+	if in.provider != toolkit.ProviderClaudeCode && !viaRunTool && !in.view.InArray(p.name) {
+		return a.decide(p, toolkit.StatusDeferred, deferredText(p.name)), false
+	}
+	// 6. Schema handshake.
+	verr := schema.Validate(args.Value)
+	if !in.view.StartsFetched(p.name) && !in.runState.Fetched[p.name] {
+		p.fetch = true
+		if !in.autoLoad || verr != nil {
+			return a.decide(p, toolkit.StatusSchemaReturned, schemaReturnedText(tool, verr)), false
+		}
+	}
+	// 7. Validation.
+	if verr != nil {
+		return a.decide(p, toolkit.StatusInvalidArgs, verr.Error()), false
+	}
+	// 8. De-duplication.
+	p.argsHash = args.Hash()
+	p.dedupKey = toolkit.DedupKey(p.name, args)
+	p.readOnly = tool.IsReadOnly(args)
+	if e, ok := in.runState.Dedup[p.dedupKey]; ok && !a.invalid[p.dedupKey] {
+		return a.decide(p, toolkit.StatusDeduped, e.Content), false
+	}
+	if first, ok := a.inTurn[p.dedupKey]; ok {
+		p.dupOf = first.idx
+		in.em.call(EventToolDeduped, p.id, p.name)
+		return p, false
+	}
+	a.inTurn[p.dedupKey] = p
+	// 9. Confirm gate.
+	if p.readOnly {
+		return p, false
+	}
+	switch {
+	case in.approve == ApproveAll:
+		a.mutated(p)
+		return p, false
+	case in.approve != ApproveAsk:
+		delete(a.inTurn, p.dedupKey)
+		return a.decide(p, toolkit.StatusSkipped, skippedText("this run does not allow calls that change things")), false
+	case !in.em.active():
+		delete(a.inTurn, p.dedupKey)
+		return a.decide(p, toolkit.StatusSkipped, skippedText("nobody is listening for confirmations")), false
+	case a.canceled:
+		delete(a.inTurn, p.dedupKey)
+		return a.decide(p, toolkit.StatusSkipped, skippedText("the turn was canceled")), false
+	}
+	return p, true
+}
+
+// mutated records that an approved call that is not read-only will run:
+// identical calls before it in this turn and run-state entries it makes stale
+// no longer stand for what a later call would see.
+func (a *preflightActor) mutated(p *callPlan) {
+	mut := mutationOf(p)
+	for k, e := range a.in.runState.Dedup {
+		if mut.invalidates(e) {
+			a.invalid[k] = true
+		}
+	}
+	for k, q := range a.inTurn {
+		if q != p && q.tool != nil && mut.invalidates(dedupEntry(q, "")) {
+			delete(a.inTurn, k)
+		}
+	}
+}
+
+func (a *preflightActor) ask(ctx actor.Context, p *callPlan) {
+	a.asking = p
+	a.askedAt = time.Now()
+	a.in.em.emit(&messages.Event{Kind: EventToolConfirm, CallId: p.id, Tool: p.name, ArgsHash: p.argsHash,
+		Arguments: clip(string(p.args.Canonical), 16384),
+		Text:      fmt.Sprintf("Allow %s to run with these arguments? It is not read-only.", p.name)})
+	self, sys, idx := ctx.Self(), ctx.ActorSystem(), p.idx
+	a.askTimer = time.AfterFunc(a.in.cfg.ConfirmTimeout, func() { sys.Root.Send(self, &confirmTimedOut{idx: idx}) })
+}
+
+func (a *preflightActor) confirmReply(ctx actor.Context, m *messages.ConfirmReply) {
+	switch {
+	case a.asking == nil || a.asking.id != m.CallId:
+		if a.answered[m.CallId] {
+			ctx.Respond(&messages.ConfirmAck{Status: "already_answered"})
+		} else {
+			ctx.Respond(&messages.ConfirmAck{Status: "not_found"})
+		}
+		return
+	case a.asking.argsHash != m.ArgsHash:
+		ctx.Respond(&messages.ConfirmAck{Status: "mismatch"})
+		return
+	}
+	ctx.Respond(&messages.ConfirmAck{Status: "accepted"})
+	reason := "denied by the user"
+	if m.Reason != "" {
+		reason += ": " + clip(m.Reason, 500)
+	}
+	a.decideAsk(ctx, m.Approve, reason)
+}
+
+// decideAsk settles the pending confirmation and goes on with the next call.
+func (a *preflightActor) decideAsk(ctx actor.Context, approved bool, reason string) {
+	p := a.asking
+	a.asking = nil
+	a.in.cfg.Observer.ConfirmWait(p.name, approved, time.Since(a.askedAt))
+	a.answered[p.id] = true
+	if a.askTimer != nil {
+		a.askTimer.Stop()
+		a.askTimer = nil
+	}
+	if approved {
+		a.mutated(p)
+	} else {
+		delete(a.inTurn, p.dedupKey)
+		a.decide(p, toolkit.StatusSkipped, skippedText(reason))
+	}
+	a.proceed(ctx)
+}
+
+// unwrapRunTool returns the inner call of run_tool, or a message saying why
+// the call is refused.
+func unwrapRunTool(args toolkit.Args, lim toolkit.Limits) (string, toolkit.Args, string) {
+	for k := range args.Value {
+		if k != "name" && k != "arguments" {
+			return "", toolkit.Args{}, fmt.Sprintf("run_tool takes only \"name\" and \"arguments\", not %q", clip(k, 80))
+		}
+	}
+	name, ok := args.Value["name"].(string)
+	if !ok {
+		return "", toolkit.Args{}, "run_tool needs \"name\", the tool to call, as a string"
+	}
+	name = normaliseName(name)
+	if name == toolkit.RunToolName {
+		return "", toolkit.Args{}, "run_tool cannot call run_tool; call the tool you want through a single run_tool"
+	}
+	if name == "" {
+		return "", toolkit.Args{}, "run_tool needs \"name\", the tool to call"
+	}
+	var inner toolkit.Args
+	var err error
+	switch v := args.Value["arguments"].(type) {
+	case nil:
+		inner, err = toolkit.ParseArgs("", lim)
+	case map[string]any:
+		inner, err = toolkit.ArgsFromValue(v, lim)
+	case string:
+		inner, err = toolkit.ParseArgs(v, lim)
+	default:
+		b, _ := json.Marshal(v)
+		return "", toolkit.Args{}, fmt.Sprintf("run_tool \"arguments\" must be an object or a JSON string holding one, got %s", clip(string(b), 80))
+	}
+	if err != nil {
+		return "", toolkit.Args{}, "run_tool arguments of " + name + ": " + err.Error()
+	}
+	return name, inner, ""
+}

@@ -1,0 +1,166 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tooldispatch/tooldispatch/messages"
+)
+
+// queued is a turn or end-run request waiting for the session's current turn.
+type queued struct {
+	msg    any
+	sender *actor.PID
+}
+
+// sessionActor serialises one session's turns: one turn at a time, in arrival
+// order, and routes confirmations and cancellations to the running turn. It
+// owns the session's commit actor. When idle for Config.SessionIdle it asks
+// the dispatcher to passivate it.
+type sessionActor struct {
+	cfg     Config
+	session string
+
+	commit   *actor.PID
+	received uint64 // messages from the dispatcher
+
+	queue   []queued
+	current *runningTurn
+}
+
+type runningTurn struct {
+	id     uint64
+	pid    *actor.PID
+	sender *actor.PID
+	done   bool // the turn replied to its requester
+}
+
+func newSessionActor(cfg Config, session string) *sessionActor {
+	return &sessionActor{cfg: cfg, session: session}
+}
+
+func (a *sessionActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.commit = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+			return newCommitActor(a.cfg, a.session)
+		}))
+		ctx.SetReceiveTimeout(a.cfg.SessionIdle)
+	case *dispatchRequest:
+		a.received++
+		a.queue = append(a.queue, queued{m, ctx.Sender()})
+		a.pump(ctx)
+	case *endRunRequest:
+		a.received++
+		a.queue = append(a.queue, queued{m, ctx.Sender()})
+		a.pump(ctx)
+	case *messages.ConfirmReply:
+		a.received++
+		if a.current == nil || a.current.done {
+			ctx.Respond(&messages.ConfirmAck{Status: "not_found"})
+			return
+		}
+		ctx.Forward(a.current.pid)
+	case *cancelTurn:
+		a.received++
+		a.cancel(ctx, m)
+	case *turnFinished:
+		if a.current != nil && a.current.id == m.id {
+			a.current = nil
+		}
+		if m.failed {
+			ctx.Send(a.commit, &resetState{})
+		}
+		a.pump(ctx)
+	case *endRunReply:
+		a.current = nil
+		a.pump(ctx)
+	case *actor.ReceiveTimeout:
+		if a.current == nil && len(a.queue) == 0 {
+			ctx.Send(ctx.Parent(), &sessionIdle{received: a.received})
+		}
+	case *actor.Stopping:
+		a.failQueued(ctx)
+	}
+}
+
+// cancel cancels the running turn, or drops a queued one with a canceled reply.
+func (a *sessionActor) cancel(ctx actor.Context, m *cancelTurn) {
+	if a.current != nil && a.current.id == m.id {
+		ctx.Send(a.current.pid, m)
+		return
+	}
+	for i, q := range a.queue {
+		if r, ok := q.msg.(*dispatchRequest); ok && r.id == m.id {
+			a.queue = append(a.queue[:i], a.queue[i+1:]...)
+			ctx.Send(q.sender, &messages.TurnResult{Session: a.session, Run: r.turn.Run,
+				Error: "canceled before the turn started; nothing ran"})
+			return
+		}
+	}
+}
+
+// pump starts the next queued job when nothing runs.
+func (a *sessionActor) pump(ctx actor.Context) {
+	if a.current != nil || len(a.queue) == 0 {
+		return
+	}
+	q := a.queue[0]
+	a.queue = a.queue[1:]
+	switch m := q.msg.(type) {
+	case *dispatchRequest:
+		cfg, session, commit, sender := a.cfg, a.session, a.commit, q.sender
+		pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+			return newTurnActor(cfg, session, commit, m, sender)
+		}))
+		a.current = &runningTurn{id: m.id, pid: pid, sender: sender}
+	case *endRunRequest:
+		a.current = &runningTurn{}
+		sender := q.sender
+		f := ctx.RequestFuture(a.commit, m, storeTimeout)
+		ctx.ReenterAfter(f, func(res any, err error) {
+			r, _ := res.(*endRunReply)
+			if r == nil {
+				r = &endRunReply{err: err}
+			}
+			ctx.Send(sender, r)
+			ctx.Send(ctx.Self(), &endRunReply{})
+		})
+	}
+}
+
+// failQueued answers every queued request when the session stops.
+func (a *sessionActor) failQueued(ctx actor.Context) {
+	for _, q := range a.queue {
+		switch m := q.msg.(type) {
+		case *dispatchRequest:
+			ctx.Send(q.sender, &messages.TurnResult{Session: a.session, Run: m.turn.Run,
+				Error: "the dispatcher stopped before the turn started; nothing ran"})
+		case *endRunRequest:
+			ctx.Send(q.sender, &endRunReply{err: ErrClosed})
+		}
+	}
+	a.queue = nil
+}
+
+// HandleFailure makes the session its children's supervisor. A commit actor
+// that panics is restarted: it holds only state it reloads from the store.
+// A turn actor that panics is stopped and its requester answered here, once,
+// with an infrastructure error; the intent it may have written resolves its
+// calls when the session's state is reloaded.
+func (a *sessionActor) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason any, _ any) {
+	if child.Equal(a.commit) {
+		a.cfg.Logger.Error().Str("session", a.session).Interface("reason", reason).Msg("commit actor failed; restarting it")
+		sup.RestartChildren(child)
+		return
+	}
+	a.cfg.Logger.Error().Str("session", a.session).Interface("reason", reason).Msg("turn actor failed; stopping it")
+	sup.StopChildren(child)
+	if a.current != nil && a.current.pid != nil && a.current.pid.Equal(child) && !a.current.done {
+		a.current.done = true
+		sys.Root.Send(a.current.sender, &messages.TurnResult{Session: a.session,
+			Error: "internal error in the turn; calls that may have started read outcome_unknown"})
+		if self, ok := sup.(actor.Context); ok {
+			sys.Root.Send(self.Self(), &turnFinished{id: a.current.id, failed: true})
+		}
+	}
+}

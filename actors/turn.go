@@ -1,0 +1,279 @@
+package actors
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+const defaultRun = "default"
+
+// turnActor runs one turn through the three passes: it prepares the turn
+// with the commit actor, spawns the preflight actor (pass 1) and the pool
+// (pass 2), hands the outcome to the commit actor (pass 3), emits the
+// tool_result events and answers its requester exactly once.
+type turnActor struct {
+	cfg     Config
+	session string
+	commit  *actor.PID
+	req     *dispatchRequest
+	replyTo *actor.PID
+
+	run      string
+	provider string
+	turn     int64
+	view     *toolkit.View
+	runState *cachestore.RunState
+	em       *emitter
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	preflight *actor.PID
+	pool      *actor.PID
+	plans     []*callPlan
+	replied   bool
+}
+
+func newTurnActor(cfg Config, session string, commit *actor.PID, req *dispatchRequest, replyTo *actor.PID) *turnActor {
+	run := req.turn.Run
+	if run == "" {
+		run = defaultRun
+	}
+	provider := req.turn.Provider
+	if provider == "" {
+		provider = "openai"
+	}
+	return &turnActor{cfg: cfg, session: session, commit: commit, req: req, replyTo: replyTo, run: run, provider: provider}
+}
+
+func (a *turnActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.start(ctx)
+	case *preflightDone:
+		a.preflightDone(ctx, m)
+	case *poolDone:
+		a.poolDone(ctx, m)
+	case *cancelTurn:
+		a.cancelTurn(ctx, m)
+	case *messages.ConfirmReply:
+		if a.preflight == nil {
+			ctx.Respond(&messages.ConfirmAck{Status: "not_found"})
+			return
+		}
+		ctx.Forward(a.preflight)
+	case *actor.Stopping:
+		if a.cancel != nil {
+			a.cancel()
+		}
+		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Turn: a.turn,
+			Error: "the dispatcher stopped during the turn; calls that may have started read outcome_unknown"}, true)
+	}
+}
+
+// HandleFailure: a failure of the preflight or pool actor is a failure of the
+// turn; the session, its supervisor, answers the requester.
+func (a *turnActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, _ *actor.PID, _ *actor.RestartStatistics, reason any, msg any) {
+	sup.EscalateFailure(reason, msg)
+}
+
+func (a *turnActor) start(ctx actor.Context) {
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	var client []*toolkit.Tool
+	for _, s := range a.req.turn.ClientTools {
+		client = append(client, toolkit.ClientToolFromSpec(s.GetName(), s.GetDescription(), s.GetParameters()))
+	}
+	view, err := toolkit.NewView(a.cfg.Registry, a.provider, client, a.req.turn.Exclude)
+	if err != nil {
+		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Error: "bad client_tools: " + err.Error()}, false)
+		return
+	}
+	a.view = view
+	f := ctx.RequestFuture(a.commit, &prepareTurn{run: a.run, turnID: a.req.turn.TurnId}, storeTimeout)
+	ctx.ReenterAfter(f, func(res any, err error) {
+		p, _ := res.(*prepared)
+		switch {
+		case err != nil:
+			a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Error: "loading the session: " + err.Error()}, true)
+		case p.err != nil:
+			a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Error: "loading the session: " + p.err.Error()}, true)
+		case p.replay != nil:
+			a.reply(ctx, &messages.TurnResult{Session: a.session, Run: p.replay.Run, Turn: p.replay.Turn,
+				Messages: p.replay.ToolMessages, Replayed: true}, false)
+		default:
+			a.turn, a.runState = p.next, p.run
+			a.em = newEmitter(a.cfg.Events, a.session, a.run, a.turn, a.cfg.Clock)
+			a.startPreflight(ctx)
+		}
+	})
+}
+
+func (a *turnActor) startPreflight(ctx actor.Context) {
+	in := &preflightInput{
+		cfg: a.cfg, view: a.view, runState: a.runState, em: a.em, provider: a.provider,
+		calls: a.req.turn.Message.GetToolCalls(), approve: a.req.turn.Approve,
+		autoLoad: a.req.turn.AutoLoadSchemas, turnCtx: a.ctx,
+	}
+	a.preflight = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newPreflightActor(in) }))
+}
+
+func (a *turnActor) preflightDone(ctx actor.Context, m *preflightDone) {
+	a.plans = m.plans
+	ctx.Stop(a.preflight)
+	a.preflight = nil
+	var run []*callPlan
+	for _, p := range a.plans {
+		if p.decided == nil && p.dupOf < 0 {
+			run = append(run, p)
+		}
+	}
+	if len(run) == 0 {
+		a.commitTurn(ctx, nil)
+		return
+	}
+	intent := &cachestore.Intent{
+		Session: a.session, Turn: a.turn, Run: a.run, TurnID: a.req.turn.TurnId, Provider: a.provider,
+		Assistant: a.req.turn.Message, Decided: map[int]*messages.ToolMessage{},
+		Names: make([]string, len(a.plans)), IDs: make([]string, len(a.plans)),
+	}
+	for i, p := range a.plans {
+		intent.Names[i], intent.IDs[i] = p.name, p.id
+		if p.decided != nil {
+			intent.Decided[i] = p.decided
+		}
+	}
+	in := &poolInput{cfg: a.cfg, em: a.em, view: a.view, session: a.session, run: a.run, turn: a.turn,
+		commit: a.commit, followers: followers(a.plans)}
+	a.pool = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newPoolActor(in) }))
+	ctx.Send(a.pool, &runCalls{ctx: a.ctx, plans: run, intent: intent})
+}
+
+func followers(plans []*callPlan) map[int][]int {
+	var f map[int][]int
+	for _, p := range plans {
+		if p.dupOf >= 0 {
+			if f == nil {
+				f = map[int][]int{}
+			}
+			f[p.dupOf] = append(f[p.dupOf], p.idx)
+		}
+	}
+	return f
+}
+
+func (a *turnActor) poolDone(ctx actor.Context, m *poolDone) {
+	a.commitTurn(ctx, m.outcomes)
+}
+
+func (a *turnActor) cancelTurn(ctx actor.Context, m *cancelTurn) {
+	if a.cancel != nil {
+		a.cancel()
+	}
+	if a.preflight != nil {
+		ctx.Send(a.preflight, m)
+	}
+	if a.pool != nil {
+		ctx.Send(a.pool, m)
+	}
+}
+
+// commitTurn builds the turn's messages in call order and the run-state
+// changes, and asks the commit actor to write them in one transaction.
+func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome) {
+	msgs := make([]*messages.ToolMessage, len(a.plans))
+	var fetched []string
+	for _, p := range a.plans {
+		switch {
+		case p.decided != nil:
+			msgs[p.idx] = p.decided
+		case p.dupOf >= 0:
+			// filled below, once the original is known
+		default:
+			o := outcomes[p.idx]
+			if o == nil {
+				o = &callOutcome{idx: p.idx, msg: toolMsg(p, toolkit.StatusError, "internal error: the call produced no result")}
+			}
+			msgs[p.idx] = o.msg
+			fetched = append(fetched, o.fetched...)
+		}
+		if p.fetch {
+			fetched = append(fetched, p.name)
+		}
+	}
+	for _, p := range a.plans {
+		if p.dupOf >= 0 {
+			orig := msgs[p.dupOf]
+			msgs[p.idx] = toolMsg(p, toolkit.StatusDeduped, orig.Content)
+		}
+	}
+	dedupPut, dedupDel := a.dedupChanges(msgs)
+	for _, m := range msgs {
+		withNext(m)
+	}
+	c := &cachestore.TurnCommit{
+		Session: a.session,
+		Record: &messages.TurnRecord{Turn: a.turn, Run: a.run, TurnId: a.req.turn.TurnId, Assistant: a.req.turn.Message,
+			ToolMessages: msgs, TimeUnixNano: a.cfg.Clock().UnixNano(), Provider: a.provider},
+		FetchedAdd: dedupStrings(fetched),
+		DedupPut:   dedupPut,
+		DedupDel:   dedupDel,
+	}
+	began := time.Now()
+	f := ctx.RequestFuture(a.commit, &commitTurn{commit: c}, storeTimeout)
+	ctx.ReenterAfter(f, func(res any, err error) {
+		if d, ok := res.(*storeDone); ok && err == nil {
+			err = d.err
+		}
+		if err != nil {
+			a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Turn: a.turn, Messages: msgs,
+				Error: "committing the turn: " + err.Error() + "; calls that may have started read outcome_unknown"}, true)
+			return
+		}
+		obs := a.cfg.Observer
+		obs.Committed(len(msgs), time.Since(began))
+		for _, m := range msgs {
+			obs.CallDone(m.Name, m.Status)
+		}
+		if a.em.active() {
+			for _, m := range msgs {
+				a.em.emit(&messages.Event{Kind: EventToolResult, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status, Text: clip(m.Content, maxEventText)})
+			}
+		}
+		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Turn: a.turn, Messages: msgs}, false)
+	})
+}
+
+// reply answers the requester once, tells the session and stops the turn.
+func (a *turnActor) reply(ctx actor.Context, r *messages.TurnResult, failed bool) {
+	if a.replied {
+		return
+	}
+	a.replied = true
+	ctx.Send(a.replyTo, r)
+	ctx.Send(ctx.Parent(), &turnFinished{id: a.req.id, failed: failed})
+	if a.cancel != nil {
+		a.cancel()
+	}
+	ctx.Stop(ctx.Self())
+}
+
+func dedupStrings(in []string) []string {
+	if len(in) < 2 {
+		return in
+	}
+	seen := make(map[string]bool, len(in))
+	out := in[:0:0]
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
