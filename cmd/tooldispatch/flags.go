@@ -1,0 +1,213 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tooldispatch/tooldispatch/actors"
+)
+
+// Flag defaults.
+const (
+	defaultProvider = "openai"
+	defaultSession  = "default"
+	defaultLogLevel = "warn"
+	// dataDirName is the data directory inside the workspace when --data is
+	// not given.
+	dataDirName = ".tooldispatch"
+	// maxIDLen is the longest session, run or turn id the dispatcher takes.
+	maxIDLen = 256
+)
+
+// options are the parsed flags of one command.
+type options struct {
+	cmd string
+
+	// common flags
+	workspace      string // absolute
+	data           string // absolute
+	provider       string
+	approve        string // "ask", "all", "none", or "" for the terminal default
+	maxConcurrency int
+	session        string
+	run            string // generated per invocation when not given
+	logLevel       zerolog.Level
+	shell          bool
+
+	// run
+	events         bool
+	fsync          bool
+	confirmTimeout time.Duration
+
+	// tools
+	all bool
+
+	// args are the positional arguments.
+	args []string
+}
+
+// commandUsage is the first line of each command's help.
+var commandUsage = map[string]string{
+	"run":     "run [flags] [FILE|-]\n\nDispatch the turns read from FILE (stdin when absent or -) and print events\nand results as JSON Lines.",
+	"tools":   "tools [flags]\n\nPrint the tools array and the turn-context text --provider gets at the start\nof a run, or with --all every registered tool with its schema and flags.",
+	"session": "session [flags]\n\nPrint the persisted session --session: {\"tools\":[…],\"tool_histories\":[…]}.",
+}
+
+// parseFlags parses the flags of cmd. Errors are exitErrors with status 2
+// (usage printed), or 0 when help was asked for.
+func (e *env) parseFlags(cmd string, args []string) (*options, error) {
+	o := &options{cmd: cmd}
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: tooldispatch %s\n\nFlags:\n", commandUsage[cmd])
+		printFlags(fs)
+	}
+	var workspace, data, logLevel string
+	fs.StringVar(&workspace, "workspace", "", "root `DIR` of every file tool and of run_command (default: the current directory)")
+	fs.StringVar(&data, "data", "", "Badger data `DIR` (default: "+dataDirName+"/ inside the workspace)")
+	fs.StringVar(&o.provider, "provider", defaultProvider, "model family the turns come from: claude-code, or any other `NAME`")
+	fs.StringVar(&o.approve, "approve", "", "approve calls that change things: `ask|all|none` (default: ask when stdin or /dev/tty is a terminal, none otherwise)")
+	fs.IntVar(&o.maxConcurrency, "max-concurrency", 0, "run at most `N` concurrent tools of a turn at once (default: half the CPU cores, at least 3)")
+	fs.StringVar(&o.session, "session", defaultSession, "session `ID`")
+	fs.StringVar(&o.run, "run", "", "run `ID`; turns of a run share de-duplication (default: one new run per invocation)")
+	fs.StringVar(&logLevel, "log-level", defaultLogLevel, "log `LEVEL` on stderr: trace, debug, info, warn, error or disabled")
+	fs.BoolVar(&o.shell, "shell", false, "allow run_command's shell mode (a command line run by /bin/sh -c)")
+	switch cmd {
+	case "run":
+		fs.BoolVar(&o.events, "events", true, "print every event as a JSON line before the results")
+		fs.BoolVar(&o.fsync, "fsync", false, "fsync every commit, so committed turns survive a power loss")
+		fs.DurationVar(&o.confirmTimeout, "confirm-timeout", 0, "wait at most `DURATION` (e.g. 30s) for the answer to a confirmation, then skip the call (default 5m)")
+	case "tools":
+		fs.BoolVar(&o.all, "all", false, "print every registered tool with its full schema and flags")
+	}
+
+	rest, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil, &exitError{code: exitOK}
+	}
+	if err != nil {
+		return nil, &exitError{code: exitUsage}
+	}
+	o.args = rest
+	if err := o.finish(e, workspace, data, logLevel); err != nil {
+		fmt.Fprintf(e.stderr, "tooldispatch %s: %v\n", cmd, err)
+		fs.Usage()
+		return nil, &exitError{code: exitUsage}
+	}
+	return o, nil
+}
+
+// finish checks the flag values and fills in the defaults that depend on
+// others.
+func (o *options) finish(e *env, workspace, data, logLevel string) error {
+	maxArgs := 0
+	if o.cmd == "run" {
+		maxArgs = 1
+	}
+	if len(o.args) > maxArgs {
+		return fmt.Errorf("unexpected argument %q", o.args[maxArgs])
+	}
+	switch o.approve {
+	case "", actors.ApproveAsk, actors.ApproveAll, actors.ApproveNone:
+	default:
+		return fmt.Errorf("--approve must be ask, all or none, got %q", o.approve)
+	}
+	if o.maxConcurrency < 0 {
+		return fmt.Errorf("--max-concurrency must not be negative, got %d", o.maxConcurrency)
+	}
+	if o.confirmTimeout < 0 {
+		return fmt.Errorf("--confirm-timeout must not be negative, got %s", o.confirmTimeout)
+	}
+	if strings.TrimSpace(o.provider) == "" {
+		return errors.New("--provider must not be empty")
+	}
+	if o.session == "" || len(o.session) > maxIDLen {
+		return fmt.Errorf("--session must have 1 to %d bytes", maxIDLen)
+	}
+	if len(o.run) > maxIDLen {
+		return fmt.Errorf("--run must have at most %d bytes", maxIDLen)
+	}
+	lvl, err := zerolog.ParseLevel(strings.ToLower(logLevel))
+	if err != nil || logLevel == "" {
+		return fmt.Errorf("--log-level must be trace, debug, info, warn, error or disabled, got %q", logLevel)
+	}
+	o.logLevel = lvl
+
+	if workspace == "" {
+		if workspace, err = e.getwd(); err != nil {
+			return fmt.Errorf("finding the current directory for --workspace: %w", err)
+		}
+	}
+	if o.workspace, err = filepath.Abs(workspace); err != nil {
+		return fmt.Errorf("--workspace %s: %w", workspace, err)
+	}
+	if data == "" {
+		data = filepath.Join(o.workspace, dataDirName)
+	}
+	if o.data, err = filepath.Abs(data); err != nil {
+		return fmt.Errorf("--data %s: %w", data, err)
+	}
+	if o.run == "" {
+		o.run = newRunID(time.Now())
+	}
+	return nil
+}
+
+// parseInterspersed parses flags that may come before or after the
+// positional arguments ("run FILE --approve none"); everything after "--"
+// is positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// newRunID returns a run id unique to this invocation: the time in base 36
+// and 32 random bits.
+func newRunID(now time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "run-" + strconv.FormatInt(now.UnixNano(), 36) + "-" + hex.EncodeToString(b[:])
+}
+
+// printFlags prints the flags of fs the way the usage writes them, with two
+// dashes.
+func printFlags(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		_, isBool := f.Value.(interface{ IsBoolFlag() bool })
+		line := "  --" + f.Name
+		if !isBool {
+			line += " " + name
+		}
+		switch {
+		case isBool && f.DefValue == "true":
+			usage += " (default true)"
+		case !isBool && f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s":
+			usage += fmt.Sprintf(" (default %q)", f.DefValue)
+		}
+		fmt.Fprintf(fs.Output(), "%s\n    \t%s\n", line, strings.ReplaceAll(usage, "\n", "\n    \t"))
+	})
+}

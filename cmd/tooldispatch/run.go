@@ -1,0 +1,366 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// runKey names a run of a session.
+type runKey struct{ session, run string }
+
+// runDecl is what a run's turns declared for the run: later turns of the run
+// that do not declare them again inherit them.
+type runDecl struct {
+	clientTools []*messages.ToolSpec
+	exclude     []string
+}
+
+// readResult is one turn, or the error that ends the input.
+type readResult struct {
+	turn *inputTurn
+	err  error
+}
+
+// runner is one invocation of run. Its fields are used by the run loop's
+// goroutine, except where noted.
+type runner struct {
+	e   *env
+	o   *options
+	log zerolog.Logger
+
+	out          *output
+	stack        *stack
+	inputIsStdin bool
+
+	// prompter is read by the event callback on actor goroutines.
+	prompter    atomic.Pointer[prompter]
+	promptTried bool
+	approve     string // the approval of turns that do not set their own
+	warnedAsk   bool
+	decls       map[runKey]runDecl
+}
+
+// cmdRun implements "tooldispatch run".
+func (e *env) cmdRun(args []string) error {
+	o, err := e.parseFlags("run", args)
+	if err != nil {
+		return err
+	}
+	r := &runner{e: e, o: o, log: newLogger(e.stderr, o.logLevel), decls: map[runKey]runDecl{}}
+	if e.ignoreSIGPIPE != nil {
+		// A reader of stdout that goes away must not kill a turn midway:
+		// the turn commits, and run stops with the write error.
+		e.ignoreSIGPIPE()
+	}
+
+	input, closeInput, err := r.openInput()
+	if err != nil {
+		return err
+	}
+	r.out = newOutput(e.stdout)
+	r.stack, err = openStack(o, r.log, r.event)
+	if err != nil {
+		closeInput()
+		r.out.Close()
+		return err
+	}
+	r.setApproval()
+
+	err = r.loop(input, closeInput)
+
+	if p := r.prompter.Load(); p != nil {
+		p.Close()
+	}
+	if cerr := r.stack.close(r.log); cerr != nil && err == nil {
+		err = failf(exitFailure, "%v", cerr)
+	}
+	if werr := r.out.Close(); werr != nil && err == nil {
+		err = failf(exitFailure, "writing the output: %v", werr)
+	}
+	return err
+}
+
+// openInput opens FILE, or stdin when it is absent or "-". closeInput
+// closes what openInput opened and reports whether a read still pending
+// ends: true for files (os.Open makes pipes and terminals interruptible, and
+// regular files do not block) and for a stdin that can be closed, false for
+// the process's own stdin, whose blocking read nothing interrupts.
+func (r *runner) openInput() (in io.Reader, closeInput func() bool, err error) {
+	if len(r.o.args) == 0 || r.o.args[0] == "-" {
+		r.inputIsStdin = true
+		return r.e.stdin, func() bool {
+			c, ok := r.e.stdin.(io.Closer)
+			if !ok || r.e.stdin == io.Reader(os.Stdin) {
+				return false
+			}
+			c.Close()
+			return true
+		}, nil
+	}
+	f, err := os.Open(r.o.args[0])
+	if err != nil {
+		return nil, nil, failf(exitInput, "reading turns: %v", err)
+	}
+	return f, func() bool { f.Close(); return true }, nil
+}
+
+// event receives every event of the dispatcher, on actor goroutines: it
+// only queues work, so it never blocks.
+func (r *runner) event(ev *messages.Event) {
+	if ev.GetKind() == actors.EventToolConfirm {
+		if p := r.prompter.Load(); p != nil {
+			p.Ask(ev)
+		}
+	}
+	if r.o.events {
+		r.out.Event(ev)
+	}
+}
+
+// setApproval settles the approval of turns that do not set their own:
+// --approve, or ask when a terminal can be opened for prompts and none
+// otherwise. Ask without a terminal degrades to none, with a warning.
+func (r *runner) setApproval() {
+	switch r.o.approve {
+	case "":
+		r.approve = actors.ApproveNone
+		if r.openPrompter() {
+			r.approve = actors.ApproveAsk
+		}
+	case actors.ApproveAsk:
+		r.approve = r.askOrNone("--approve ask")
+	default:
+		r.approve = r.o.approve
+	}
+}
+
+// askOrNone returns ask when a prompter is available, none (with a warning,
+// once) when not.
+func (r *runner) askOrNone(who string) string {
+	if r.openPrompter() {
+		return actors.ApproveAsk
+	}
+	if !r.warnedAsk {
+		r.warnedAsk = true
+		fmt.Fprintf(r.e.stderr, "tooldispatch: warning: %s, but no terminal can be opened to ask on: "+
+			"calls that change things are skipped, as with --approve none\n", who)
+	}
+	return actors.ApproveNone
+}
+
+// openPrompter opens the terminal prompts go to, once, and reports whether
+// there is one: stdin when it is a terminal and not the turn input,
+// /dev/tty otherwise.
+func (r *runner) openPrompter() bool {
+	if r.promptTried {
+		return r.prompter.Load() != nil
+	}
+	r.promptTried = true
+	var p *prompter
+	switch {
+	case !r.inputIsStdin && r.e.stdinTerminal:
+		p = newPrompter(r.e.stdin, r.e.stderr, nil)
+	case r.e.openTTY != nil:
+		tty, err := r.e.openTTY()
+		if err != nil {
+			r.log.Debug().Err(err).Msg("no terminal for confirmations")
+			return false
+		}
+		p = newPrompter(tty, tty, tty)
+	default:
+		return false
+	}
+	p.Start(r.stack.disp.Confirm)
+	r.prompter.Store(p)
+	return true
+}
+
+// loop reads and dispatches turns until the input ends, a turn cannot be
+// read or dispatched, or a signal arrives.
+func (r *runner) loop(input io.Reader, closeInput func() bool) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopSignals := r.watchSignals(cancel)
+
+	turns := make(chan readResult)
+	stopReading := make(chan struct{})
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		tr := newTurnReader(input, maxTurnBytes)
+		for {
+			t, err := tr.Next()
+			select {
+			case turns <- readResult{t, err}:
+			case <-stopReading:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	var err error
+	inputEnded := false
+read:
+	for ctx.Err() == nil {
+		var rr readResult
+		select {
+		case rr = <-turns:
+		case <-ctx.Done():
+			break read
+		}
+		if rr.err != nil {
+			inputEnded = true
+			if !errors.Is(rr.err, io.EOF) {
+				err = &exitError{code: exitInput, err: rr.err}
+			}
+			break
+		}
+		if err = r.dispatch(ctx, rr.turn); err != nil {
+			break
+		}
+	}
+
+	close(stopReading)
+	if interrupted := closeInput(); inputEnded || interrupted {
+		<-readerDone
+	}
+	// Otherwise the reader is blocked reading the process's stdin; it ends
+	// with the process, which is about to exit.
+	if s := stopSignals(); s != nil {
+		code := exitSIGINT
+		if s == syscall.SIGTERM {
+			code = exitSIGTERM
+		}
+		return failf(code, "stopped by signal (%v): no more turns are read; a turn that was running was canceled, and its results are committed and printed", s)
+	}
+	return err
+}
+
+// watchSignals cancels the run at the first SIGINT or SIGTERM and exits at
+// once at the second. stop ends the watch and returns the first signal, if
+// any.
+func (r *runner) watchSignals(cancel context.CancelFunc) (stop func() os.Signal) {
+	if r.e.notify == nil {
+		return func() os.Signal { return nil }
+	}
+	sigs, unsubscribe := r.e.notify()
+	first := make(chan os.Signal, 1)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case s := <-sigs:
+			first <- s
+			cancel()
+		case <-quit:
+			return
+		}
+		select {
+		case s := <-sigs:
+			fmt.Fprintf(r.e.stderr, "tooldispatch: second signal (%v): exiting without waiting\n", s)
+			if r.e.exitNow != nil {
+				code := exitSIGINT
+				if s == syscall.SIGTERM {
+					code = exitSIGTERM
+				}
+				r.e.exitNow(code)
+			}
+		case <-quit:
+		}
+	}()
+	return func() os.Signal {
+		close(quit)
+		wg.Wait()
+		unsubscribe()
+		select {
+		case s := <-first:
+			return s
+		default:
+			return nil
+		}
+	}
+}
+
+// dispatch runs one turn and queues its result lines.
+func (r *runner) dispatch(ctx context.Context, t *inputTurn) error {
+	dt, err := r.request(t)
+	if err != nil {
+		return &exitError{code: exitInput, err: err}
+	}
+	res, err := r.stack.disp.Dispatch(ctx, dt)
+	if res != nil {
+		r.out.Results(res.GetMessages())
+	}
+	switch {
+	case errors.Is(err, actors.ErrBadRequest):
+		return &exitError{code: exitInput, err: &inputError{Turn: t.Index, Offset: t.Offset, Err: err}}
+	case err != nil:
+		return failf(exitFailure, "turn %d: the dispatcher failed (store in %s): %v", t.Index, r.o.data, err)
+	}
+	if err := r.out.Err(); err != nil {
+		return failf(exitFailure, "writing the results: %v", err)
+	}
+	return nil
+}
+
+// request builds the DispatchTurn of t: the envelope's fields over the
+// flags, and the run's declarations.
+func (r *runner) request(t *inputTurn) (*messages.DispatchTurn, error) {
+	dt := &messages.DispatchTurn{
+		Session:         cmp.Or(t.Session, r.o.session),
+		Run:             cmp.Or(t.Run, r.o.run),
+		Provider:        cmp.Or(t.Provider, r.o.provider),
+		Message:         t.Message,
+		TurnId:          t.TurnID,
+		AutoLoadSchemas: t.AutoLoadSchemas,
+	}
+	key := runKey{dt.Session, dt.Run}
+	decl := r.decls[key]
+	if t.HasClientTools {
+		decl.clientTools = t.ClientTools
+	}
+	if t.HasExclude {
+		decl.exclude = t.Exclude
+	}
+	if len(decl.clientTools) > 0 {
+		// The dispatcher reports bad client tools as a failure of the
+		// turn; they are bad input, so check them here.
+		tools := make([]*toolkit.Tool, len(decl.clientTools))
+		for i, s := range decl.clientTools {
+			tools[i] = toolkit.ClientToolFromSpec(s.GetName(), s.GetDescription(), s.GetParameters())
+		}
+		if _, err := toolkit.NewView(r.stack.reg, dt.Provider, tools, decl.exclude); err != nil {
+			return nil, &inputError{Turn: t.Index, Offset: t.Offset, Err: fmt.Errorf("client_tools: %w", err)}
+		}
+	}
+	r.decls[key] = decl
+	dt.ClientTools, dt.Exclude = decl.clientTools, decl.exclude
+
+	dt.Approve = cmp.Or(t.Approve, r.approve)
+	if dt.Approve == actors.ApproveAsk {
+		who := "--approve ask"
+		if t.Approve != "" {
+			who = fmt.Sprintf("turn %d asks for approve \"ask\"", t.Index)
+		}
+		dt.Approve = r.askOrNone(who)
+	}
+	return dt, nil
+}

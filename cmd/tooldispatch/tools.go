@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// toolsOutput is what "tools" prints.
+type toolsOutput struct {
+	Tools   []toolkit.FunctionTool `json:"tools"`
+	Context string                 `json:"context"`
+}
+
+// toolInfo is one tool as "tools --all" prints it.
+type toolInfo struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Concurrent  bool            `json:"concurrent"`
+	ReadOnly    any             `json:"read_only"` // true, false or "depends on arguments"
+	TimeoutMS   int64           `json:"timeout_ms"`
+	Source      toolkit.Source  `json:"source"`
+}
+
+// cmdTools implements "tooldispatch tools". It needs the workspace (the
+// file tools are registered only with one) but no store: the built-in tools
+// touch the store only when they run.
+func (e *env) cmdTools(args []string) error {
+	o, err := e.parseFlags("tools", args)
+	if err != nil {
+		return err
+	}
+	log := newLogger(e.stderr, o.logLevel)
+	ws, err := openWorkspace(o.workspace)
+	if err != nil {
+		return err
+	}
+	defer ws.Close()
+	reg := newRegistry(ws, nil, o.shell, log)
+
+	if o.all {
+		all := reg.All()
+		out := struct {
+			Tools []toolInfo `json:"tools"`
+		}{Tools: make([]toolInfo, 0, len(all))}
+		for _, t := range all {
+			out.Tools = append(out.Tools, toolInfo{
+				Name: t.Name, Description: t.Description, Parameters: t.Schema,
+				Concurrent: t.Concurrent, ReadOnly: t.ReadOnlyLabel(),
+				TimeoutMS: t.EffectiveTimeout().Milliseconds(), Source: t.Source,
+			})
+		}
+		return writeOut(writeJSON(e.stdout, out))
+	}
+	view, err := toolkit.NewView(reg, o.provider, nil, nil)
+	if err != nil {
+		return failf(exitFailure, "building the tools view: %v", err)
+	}
+	return writeOut(writeJSON(e.stdout, toolsOutput{Tools: view.Array(), Context: view.ContextText()}))
+}
+
+// writeOut turns an error writing stdout into exit status 3.
+func writeOut(err error) error {
+	if err != nil {
+		return failf(exitFailure, "writing the output: %v", err)
+	}
+	return nil
+}

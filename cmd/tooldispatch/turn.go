@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/messages"
+)
+
+// inputTurn is one turn read from run input: the assistant message and the
+// envelope fields that came with it ("" and nil when absent).
+type inputTurn struct {
+	// Index is the turn's position in the input, from 1.
+	Index int
+	// Offset is the byte offset at which the turn's JSON value starts.
+	Offset int64
+
+	Session, Run, Provider, TurnID, Approve string
+	// ClientTools and Exclude are declarations for the run; HasClientTools
+	// and HasExclude tell an absent field from an empty list.
+	ClientTools     []*messages.ToolSpec
+	HasClientTools  bool
+	Exclude         []string
+	HasExclude      bool
+	AutoLoadSchemas bool
+
+	Message *messages.AssistantMessage
+}
+
+// Wire shapes of run input.
+type (
+	wireEnvelope struct {
+		Session         string           `json:"session"`
+		Run             string           `json:"run"`
+		Provider        string           `json:"provider"`
+		ClientTools     []wireClientTool `json:"client_tools"`
+		Message         *wireMessage     `json:"message"`
+		TurnID          string           `json:"turn_id"`
+		Approve         string           `json:"approve"`
+		Exclude         []string         `json:"exclude"`
+		AutoLoadSchemas bool             `json:"auto_load_schemas"`
+	}
+	wireMessage struct {
+		Role      string          `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		ToolCalls []wireToolCall  `json:"tool_calls"`
+	}
+	wireToolCall struct {
+		ID       string        `json:"id"`
+		Type     string        `json:"type"`
+		Function *wireFunction `json:"function"`
+	}
+	wireFunction struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	wireClientTool struct {
+		Type     string `json:"type"`
+		Function *struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	}
+	wireContentPart struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+)
+
+// envelopeFields are the fields an envelope may have.
+var envelopeFields = []string{"session", "run", "provider", "client_tools", "message", "turn_id", "approve", "exclude", "auto_load_schemas"}
+
+// parseTurn parses one JSON value, which starts at byte offset at, as an
+// assistant message or an envelope. Errors are *inputError (Turn unset)
+// pointing as close to the fault as the JSON decoder tells.
+func parseTurn(raw []byte, at int64) (*inputTurn, error) {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			return nil, &inputError{Offset: at + max(se.Offset-1, 0), Err: fmt.Errorf("invalid JSON: %s", se.Error())}
+		case errors.As(err, &te):
+			return nil, &inputError{Offset: at, Err: fmt.Errorf("a turn must be a JSON object (an assistant message or an envelope), not %s", jsonKind(raw))}
+		}
+		return nil, &inputError{Offset: at, Err: err}
+	}
+	if keys == nil {
+		return nil, &inputError{Offset: at, Err: errors.New("a turn must be a JSON object (an assistant message or an envelope), not null")}
+	}
+	t := &inputTurn{}
+	if _, ok := keys["message"]; ok {
+		for k := range keys {
+			if !slices.Contains(envelopeFields, k) {
+				return nil, &inputError{Offset: at, Err: fmt.Errorf("unknown envelope field %q (an envelope has %s)", k, strings.Join(envelopeFields, ", "))}
+			}
+		}
+		var env wireEnvelope
+		if err := json.Unmarshal(raw, &env); err != nil {
+			return nil, typeError(err, at)
+		}
+		if env.Message == nil {
+			return nil, &inputError{Offset: at, Err: errors.New("the envelope's message is null: it must be an assistant message")}
+		}
+		t.Session, t.Run, t.Provider, t.TurnID, t.Approve = env.Session, env.Run, env.Provider, env.TurnID, env.Approve
+		t.AutoLoadSchemas = env.AutoLoadSchemas
+		_, t.HasExclude = keys["exclude"]
+		t.Exclude = env.Exclude
+		if _, t.HasClientTools = keys["client_tools"]; t.HasClientTools {
+			specs, err := clientSpecs(env.ClientTools)
+			if err != nil {
+				return nil, &inputError{Offset: at, Err: err}
+			}
+			t.ClientTools = specs
+		}
+		if err := checkEnvelope(t); err != nil {
+			return nil, &inputError{Offset: at, Err: err}
+		}
+		msg, err := assistantMessage(env.Message, "message.")
+		if err != nil {
+			return nil, &inputError{Offset: at, Err: err}
+		}
+		t.Message = msg
+		return t, nil
+	}
+	_, hasRole := keys["role"]
+	_, hasCalls := keys["tool_calls"]
+	if !hasRole && !hasCalls {
+		return nil, &inputError{Offset: at, Err: errors.New("a turn must be an assistant message (with role and tool_calls) or an envelope (with message)")}
+	}
+	var m wireMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, typeError(err, at)
+	}
+	msg, err := assistantMessage(&m, "")
+	if err != nil {
+		return nil, &inputError{Offset: at, Err: err}
+	}
+	t.Message = msg
+	return t, nil
+}
+
+// typeError turns a decoding error of a turn into an inputError.
+func typeError(err error, at int64) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			field = "the turn"
+		}
+		return &inputError{Offset: at + max(te.Offset-1, 0), Err: fmt.Errorf("%s must be %s, not %s", field, goTypeName(te.Type.Kind().String()), te.Value)}
+	}
+	return &inputError{Offset: at, Err: err}
+}
+
+// goTypeName names a Go kind the way a JSON user knows it.
+func goTypeName(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "slice", "array":
+		return "an array"
+	case "struct", "map", "ptr":
+		return "an object"
+	}
+	return "a " + kind
+}
+
+// jsonKind names the kind of a valid JSON value.
+func jsonKind(raw []byte) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "empty"
+	}
+	switch raw[0] {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// checkEnvelope checks the envelope fields the dispatcher would refuse.
+func checkEnvelope(t *inputTurn) error {
+	switch t.Approve {
+	case "", actors.ApproveAsk, actors.ApproveAll, actors.ApproveNone:
+	default:
+		return fmt.Errorf("approve must be \"ask\", \"all\" or \"none\", not %q", t.Approve)
+	}
+	for _, id := range []struct{ name, v string }{{"session", t.Session}, {"run", t.Run}, {"turn_id", t.TurnID}} {
+		if len(id.v) > maxIDLen {
+			return fmt.Errorf("%s is longer than %d bytes", id.name, maxIDLen)
+		}
+	}
+	return nil
+}
+
+// clientSpecs converts client tools in the OpenAI function-tool shape.
+func clientSpecs(tools []wireClientTool) ([]*messages.ToolSpec, error) {
+	out := make([]*messages.ToolSpec, 0, len(tools))
+	for i, ct := range tools {
+		if ct.Type != "" && ct.Type != "function" {
+			return nil, fmt.Errorf("client_tools[%d].type must be \"function\", not %q", i, ct.Type)
+		}
+		if ct.Function == nil {
+			return nil, fmt.Errorf("client_tools[%d] has no function: the shape is {\"type\":\"function\",\"function\":{\"name\",\"description\",\"parameters\"}}", i)
+		}
+		if ct.Function.Name == "" {
+			return nil, fmt.Errorf("client_tools[%d].function.name is empty", i)
+		}
+		spec := &messages.ToolSpec{Name: ct.Function.Name, Description: ct.Function.Description}
+		switch p := bytes.TrimSpace(ct.Function.Parameters); {
+		case len(p) == 0 || string(p) == "null":
+		case p[0] == '{':
+			var b bytes.Buffer
+			if err := json.Compact(&b, p); err != nil {
+				return nil, fmt.Errorf("client_tools[%d].function.parameters: %w", i, err)
+			}
+			spec.Parameters = b.String()
+		default:
+			return nil, fmt.Errorf("client_tools[%d].function.parameters must be a JSON Schema object, not %s", i, jsonKind(p))
+		}
+		out = append(out, spec)
+	}
+	return out, nil
+}
+
+// assistantMessage converts a decoded message; prefix names where it sits
+// in the turn, for error messages.
+func assistantMessage(m *wireMessage, prefix string) (*messages.AssistantMessage, error) {
+	if m.Role != "" && m.Role != "assistant" {
+		return nil, fmt.Errorf("%srole is %q: a turn is an assistant message", prefix, m.Role)
+	}
+	content, err := contentText(m.Content)
+	if err != nil {
+		return nil, fmt.Errorf("%scontent %w", prefix, err)
+	}
+	out := &messages.AssistantMessage{Role: "assistant", Content: content}
+	for i, c := range m.ToolCalls {
+		tc := &messages.ToolCall{Id: c.ID, Type: c.Type, Function: &messages.FunctionCall{}}
+		if tc.Type == "" {
+			tc.Type = "function"
+		}
+		if c.Function != nil {
+			tc.Function.Name = c.Function.Name
+			args, err := argumentsText(c.Function.Arguments)
+			if err != nil {
+				return nil, fmt.Errorf("%stool_calls[%d].function.arguments: %w", prefix, i, err)
+			}
+			tc.Function.Arguments = args
+		}
+		out.ToolCalls = append(out.ToolCalls, tc)
+	}
+	return out, nil
+}
+
+// contentText accepts the content of an assistant message: a string, null,
+// or an array of content parts whose text parts are joined.
+func contentText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "", nil
+	case raw[0] == '"':
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	case raw[0] == '[':
+		var parts []wireContentPart
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return "", errors.New("must be a string, null or an array of content parts ({\"type\":\"text\",\"text\":…})")
+		}
+		var texts []string
+		for _, p := range parts {
+			if p.Type == "text" {
+				texts = append(texts, p.Text)
+			}
+		}
+		return strings.Join(texts, "\n"), nil
+	}
+	return "", fmt.Errorf("must be a string, null or an array of content parts, not %s", jsonKind(raw))
+}
+
+// argumentsText returns a call's arguments as the JSON text the dispatcher
+// takes: a JSON string as it is, an object re-encoded compactly (key order
+// and duplicate keys kept, so the dispatcher's strict parser sees them),
+// null or absent as "". Any other JSON value is handed on as its text: the
+// dispatcher refuses it for that call alone (invalid_args).
+func argumentsText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "", nil
+	case raw[0] == '"':
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
