@@ -15,7 +15,9 @@ func noopRegistry() *toolkit.Registry {
 	reg := toolkit.NewRegistry()
 	reg.Register(toolkit.Tool{Name: "noop", Description: "Does nothing.", Concurrent: true, ReadOnly: true,
 		Schema: []byte(`{"type":"object","properties":{"i":{"type":"integer"}},"required":["i"],"additionalProperties":false}`),
-		Handler: func(context.Context, *toolkit.Call) (toolkit.Result, error) { return toolkit.Result{Content: "ok"}, nil }})
+		Handler: func(context.Context, *toolkit.Call) (toolkit.Result, error) {
+			return toolkit.Result{Content: "ok"}, nil
+		}})
 	return reg
 }
 

@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
+
+// pastFixesTimeout bounds the error-memory lookup of a failed call.
+const pastFixesTimeout = 2 * time.Second
 
 // startCall tells a call actor to run its tool.
 type startCall struct{}
@@ -37,19 +42,31 @@ func (a *callActor) Receive(ctx actor.Context) {
 	c := &toolkit.Call{
 		Session: a.in.session, Run: a.in.run, Turn: a.in.turn, ID: p.id, Name: p.name, Args: p.args, View: a.in.view,
 		Emit: func(text string) { em.text(closed, p.id, p.name, text) },
+		Ask:  a.in.cfg.board.asker(em, a.in.session, p.id, p.name),
 	}
 	res, err := p.tool.Handler(cctx, c)
 	o := &callOutcome{idx: p.idx}
+	var skipped *toolkit.SkippedError
 	switch {
 	case err == nil:
 		o.msg = toolMsg(p, toolkit.StatusOK, res.Content)
 		o.fetched = res.Fetched
+		o.cache = res.Cache
+	case errors.As(err, &skipped):
+		o.msg = toolMsg(p, toolkit.StatusSkipped, err.Error())
 	case a.turnCtx.Err() != nil:
 		o.msg = toolMsg(p, toolkit.StatusCanceled, "canceled: the turn was canceled while the call ran: "+err.Error())
 	case errors.Is(cctx.Err(), context.DeadlineExceeded):
 		o.msg = toolMsg(p, toolkit.StatusTimeout, fmt.Sprintf("timed out after %s: %s", p.tool.EffectiveTimeout(), err.Error()))
 	default:
 		o.msg = toolMsg(p, toolkit.StatusError, err.Error())
+	}
+	if pf := a.in.cfg.PastFixes; pf != nil && (o.msg.Status == string(toolkit.StatusError) || o.msg.Status == string(toolkit.StatusTimeout)) {
+		fctx, cancel := context.WithTimeout(context.Background(), pastFixesTimeout)
+		if fixes := pf(fctx, p.name, o.msg.Content); len(fixes) > 0 {
+			o.msg.Content = strings.TrimRight(o.msg.Content, "\n") + "\npast fixes of similar errors:\n- " + strings.Join(fixes[:min(3, len(fixes))], "\n- ")
+		}
+		cancel()
 	}
 	ctx.Send(ctx.Parent(), o)
 }
@@ -58,6 +75,9 @@ func (a *callActor) Receive(ctx actor.Context) {
 func (e *emitter) text(closed *atomic.Bool, callID, tool, text string) {
 	if !e.active() || closed.Load() {
 		return
+	}
+	if e.redact != nil {
+		text = e.redact(text)
 	}
 	ev := &messages.Event{Kind: EventToolCallText, CallId: callID, Tool: tool, Text: text}
 	ev.Session, ev.Run, ev.Turn = e.session, e.run, e.turn

@@ -2,10 +2,13 @@ package actors
 
 import (
 	"context"
+	"errors"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
 // resetState drops the commit actor's cached state so the next turn reloads
@@ -43,6 +46,8 @@ func (a *commitActor) Receive(ctx actor.Context) {
 		err := a.cfg.Store.EndRun(context.Background(), a.session, m.run)
 		delete(a.runs, m.run)
 		ctx.Respond(&endRunReply{err: err})
+	case *clientResultRequest:
+		ctx.Respond(&clientResultReply{err: a.clientResult(m)})
 	case *resetState:
 		a.reset()
 	case *actor.Restarting:
@@ -115,6 +120,55 @@ func (a *commitActor) commitTurn(m *commitTurn) error {
 		for _, n := range c.FetchedAdd {
 			rs.Fetched[n] = true
 		}
+	}
+	return nil
+}
+
+// clientResult amends a client_pending call with the caller's result and
+// emits its tool_result event.
+func (a *commitActor) clientResult(m *clientResultRequest) error {
+	ctx, cancel := a.storeCtx()
+	defer cancel()
+	st := toolkit.StatusOK
+	if m.isError {
+		st = toolkit.StatusError
+	}
+	content := m.content
+	if a.cfg.Redact != nil {
+		content = a.cfg.Redact(content)
+	}
+	msg := &messages.ToolMessage{Role: "tool", ToolCallId: m.callID, Status: string(st), Content: content}
+	var name string
+	rec, err := a.cfg.Store.AmendToolMessage(ctx, a.session, m.callID, []string{string(toolkit.StatusClientPending)},
+		msg)
+	switch {
+	case errors.Is(err, cachestore.ErrNotFound):
+		return ErrNoPending
+	case errors.Is(err, cachestore.ErrAlreadySettled):
+		return ErrAlreadyAnswered
+	case err != nil:
+		return err
+	}
+	idx := 0
+	for i, tm := range rec.ToolMessages {
+		if tm.ToolCallId == m.callID {
+			idx, name = i, tm.Name
+		}
+	}
+	if name == "" {
+		for _, tc := range rec.Assistant.GetToolCalls() {
+			if tc.GetId() == m.callID {
+				name = normaliseName(tc.GetFunction().GetName())
+			}
+		}
+	}
+	a.cfg.Observer.CallDone(name, msg.Status)
+	if a.cfg.Events != nil {
+		ev := &messages.Event{Kind: EventToolResult, Session: a.session, Run: rec.Run, Turn: rec.Turn, CallId: m.callID,
+			Tool: name, Status: msg.Status, Text: clip(content, maxEventText),
+			Seq:          uint64(a.next-1)*seqPerTurn + clientResultSeqBase + uint64(rec.Turn%1000)*1000 + uint64(idx%1000),
+			TimeUnixNano: a.cfg.Clock().UnixNano()}
+		a.cfg.Events(ev)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"runtime"
 	"time"
@@ -66,6 +67,15 @@ type Config struct {
 	Clock func() time.Time
 	// Observer receives measurements. Default toolkit.NopObserver.
 	Observer toolkit.Observer
+	// Redact, when set, is applied to every tool message's content and every
+	// event's text before they leave the dispatcher (secret values).
+	Redact func(string) string
+	// PastFixes, when set, returns up to three lines describing recorded
+	// fixes of errors like this one (error memory); they are added to a
+	// failed call's text before its next: line. It runs on the call's actor.
+	PastFixes func(ctx context.Context, tool, errText string) []string
+
+	board *questionBoard // set by Spawn
 }
 
 // DefaultMaxConcurrency is half the CPU cores, at least 3.

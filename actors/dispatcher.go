@@ -57,6 +57,7 @@ func Spawn(root *actor.RootContext, cfg Config) (*Dispatcher, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	cfg.board = newQuestionBoard()
 	d := &Dispatcher{root: root, cfg: cfg, cancels: map[uint64]func(){}}
 	props := actor.PropsFromProducer(func() actor.Actor { return newDispatcherActor(cfg) },
 		actor.WithSupervisor(sessionSupervisor))
@@ -193,6 +194,32 @@ func (d *Dispatcher) request(ctx context.Context, msg any) (any, error) {
 		timeout = max(time.Until(dl), time.Millisecond)
 	}
 	return d.root.RequestFuture(d.pid, msg, timeout).Result()
+}
+
+// Answer answers a question a tool is waiting on (ask_user, store_secret).
+// Secret answers never appear in events, logs or errors.
+func (d *Dispatcher) Answer(_ context.Context, session, callID, text string, declined bool) error {
+	if session == "" || callID == "" {
+		return fmt.Errorf("%w: an answer needs session and call id", ErrBadRequest)
+	}
+	return d.cfg.board.answer(session, callID, toolkit.Answer{Text: text, Declined: declined})
+}
+
+// ClientResult commits the result a caller hands back for a client tool's
+// call (status client_pending): content with status ok, or error when
+// isError. It is written by the session's commit actor between turns.
+func (d *Dispatcher) ClientResult(ctx context.Context, session, callID, content string, isError bool) error {
+	if session == "" || callID == "" {
+		return fmt.Errorf("%w: a client result needs session and call id", ErrBadRequest)
+	}
+	res, err := d.request(ctx, &clientResultRequest{session: session, callID: callID, content: content, isError: isError})
+	if err != nil {
+		return err
+	}
+	if r, ok := res.(*clientResultReply); ok {
+		return r.err
+	}
+	return fmt.Errorf("client result for %q: unexpected reply %T", callID, res)
 }
 
 // Store returns the store the dispatcher writes, for reading sessions back.

@@ -55,6 +55,8 @@ func (a *dispatcherActor) Receive(ctx actor.Context) {
 		a.route(ctx, m.session, m, false)
 	case *endRunRequest:
 		a.route(ctx, m.session, m, true)
+	case *clientResultRequest:
+		a.route(ctx, m.session, m, true)
 	case *sessionIdle:
 		a.passivate(ctx, m)
 	case *actor.Terminated:

@@ -30,6 +30,10 @@ const seqPerTurn = 1_000_000_000
 // tool message.
 const maxEventText = 4096
 
+// clientResultSeqBase places the tool_result of a client call handed back
+// between turns after every event of the session's last turn.
+const clientResultSeqBase = 500_000_000
+
 // emitter stamps and delivers one turn's events. Streamed output comes from
 // tool goroutines, so it is guarded by mu; it belongs to one turn and is
 // dropped with it.
@@ -39,13 +43,14 @@ type emitter struct {
 	run     string                // immutable
 	turn    int64                 // immutable
 	clock   func() time.Time      // immutable
+	redact  func(string) string   // immutable; may be nil
 
 	mu sync.Mutex
 	n  uint64 // guarded by mu
 }
 
-func newEmitter(sink func(*messages.Event), session, run string, turn int64, clock func() time.Time) *emitter {
-	return &emitter{sink: sink, session: session, run: run, turn: turn, clock: clock}
+func newEmitter(cfg *Config, session, run string, turn int64) *emitter {
+	return &emitter{sink: cfg.Events, session: session, run: run, turn: turn, clock: cfg.Clock, redact: cfg.Redact}
 }
 
 // active reports whether anyone receives events.
@@ -57,6 +62,9 @@ func (e *emitter) emit(ev *messages.Event) {
 		return
 	}
 	ev.Session, ev.Run, ev.Turn = e.session, e.run, e.turn
+	if e.redact != nil {
+		ev.Text, ev.Arguments = e.redact(ev.Text), e.redact(ev.Arguments)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.n++

@@ -33,6 +33,15 @@ type endRunRequest struct {
 // endRunReply answers endRunRequest.
 type endRunReply struct{ err error }
 
+// clientResultRequest commits a client tool's result.
+type clientResultRequest struct {
+	session, callID, content string
+	isError                  bool
+}
+
+// clientResultReply answers clientResultRequest.
+type clientResultReply struct{ err error }
+
 // sessionIdle tells the dispatcher a session has had no work; received is how
 // many messages it got from the dispatcher, so the dispatcher knows none is
 // in flight.
@@ -97,6 +106,7 @@ type callOutcome struct {
 	idx     int
 	msg     *messages.ToolMessage
 	fetched []string
+	cache   *toolkit.CacheEntry
 }
 
 // poolDone is pass 2's reply to its turn, indexed like the turn's calls.

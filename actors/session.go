@@ -49,7 +49,7 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 		a.received++
 		a.queue = append(a.queue, queued{m, ctx.Sender()})
 		a.pump(ctx)
-	case *endRunRequest:
+	case *endRunRequest, *clientResultRequest:
 		a.received++
 		a.queue = append(a.queue, queued{m, ctx.Sender()})
 		a.pump(ctx)
@@ -125,6 +125,18 @@ func (a *sessionActor) pump(ctx actor.Context) {
 			ctx.Send(sender, r)
 			ctx.Send(ctx.Self(), &endRunReply{})
 		})
+	case *clientResultRequest:
+		a.current = &runningTurn{}
+		sender := q.sender
+		f := ctx.RequestFuture(a.commit, m, storeTimeout)
+		ctx.ReenterAfter(f, func(res any, err error) {
+			r, _ := res.(*clientResultReply)
+			if r == nil {
+				r = &clientResultReply{err: err}
+			}
+			ctx.Send(sender, r)
+			ctx.Send(ctx.Self(), &endRunReply{})
+		})
 	}
 }
 
@@ -137,6 +149,8 @@ func (a *sessionActor) failQueued(ctx actor.Context) {
 				Error: "the dispatcher stopped before the turn started; nothing ran"})
 		case *endRunRequest:
 			ctx.Send(q.sender, &endRunReply{err: ErrClosed})
+		case *clientResultRequest:
+			ctx.Send(q.sender, &clientResultReply{err: ErrClosed})
 		}
 	}
 	a.queue = nil

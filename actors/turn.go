@@ -108,7 +108,7 @@ func (a *turnActor) start(ctx actor.Context) {
 				Messages: p.replay.ToolMessages, Replayed: true}, false)
 		default:
 			a.turn, a.runState = p.next, p.run
-			a.em = newEmitter(a.cfg.Events, a.session, a.run, a.turn, a.cfg.Clock)
+			a.em = newEmitter(&a.cfg, a.session, a.run, a.turn)
 			a.startPreflight(ctx)
 		}
 	})
@@ -188,6 +188,7 @@ func (a *turnActor) cancelTurn(ctx actor.Context, m *cancelTurn) {
 func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome) {
 	msgs := make([]*messages.ToolMessage, len(a.plans))
 	var fetched []string
+	var cachePut []cachestore.CacheEntry
 	for _, p := range a.plans {
 		switch {
 		case p.decided != nil:
@@ -201,6 +202,9 @@ func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome)
 			}
 			msgs[p.idx] = o.msg
 			fetched = append(fetched, o.fetched...)
+			if o.cache != nil && o.msg.Status == string(toolkit.StatusOK) {
+				cachePut = append(cachePut, cachestore.CacheEntry{Key: o.cache.Key, Value: o.cache.Value, Expires: o.cache.Expires})
+			}
 		}
 		if p.fetch {
 			fetched = append(fetched, p.name)
@@ -210,6 +214,11 @@ func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome)
 		if p.dupOf >= 0 {
 			orig := msgs[p.dupOf]
 			msgs[p.idx] = toolMsg(p, toolkit.StatusDeduped, orig.Content)
+		}
+	}
+	for _, m := range msgs {
+		if a.cfg.Redact != nil {
+			m.Content = a.cfg.Redact(m.Content)
 		}
 	}
 	dedupPut, dedupDel := a.dedupChanges(msgs)
@@ -223,6 +232,7 @@ func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome)
 		FetchedAdd: dedupStrings(fetched),
 		DedupPut:   dedupPut,
 		DedupDel:   dedupDel,
+		CachePut:   cachePut,
 	}
 	began := time.Now()
 	f := ctx.RequestFuture(a.commit, &commitTurn{commit: c}, storeTimeout)

@@ -21,12 +21,13 @@ type Memory struct {
 	now func() time.Time // immutable after NewMemory
 
 	mu       sync.Mutex
-	closed   bool                         // guarded by mu
-	sessions map[string]*memSession       // guarded by mu
-	intents  map[string]map[int64]*Intent // by session, then turn; guarded by mu
-	runs     map[memRunKey]*RunState      // guarded by mu
-	cache    map[string]memCacheEntry     // guarded by mu
-	files    map[memFileKey][]memFileVersion
+	closed   bool                            // guarded by mu
+	sessions map[string]*memSession          // guarded by mu
+	intents  map[string]map[int64]*Intent    // by session, then turn; guarded by mu
+	runs     map[memRunKey]*RunState         // guarded by mu
+	cache    map[string]memCacheEntry        // guarded by mu
+	files    map[memFileKey][]memFileVersion // guarded by mu
+	kv       map[string][]byte               // by namespace NUL key; guarded by mu
 }
 
 type memSession struct {

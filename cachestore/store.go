@@ -137,5 +137,19 @@ type Store interface {
 	// FileVersionContent returns one version's bytes.
 	FileVersionContent(ctx context.Context, workspace, path string, version int64) ([]byte, FileVersion, error)
 
+	// KVGet, KVPut, KVDelete and KVList keep small records of other
+	// packages (secrets, error memory) by namespace; KVGet of a missing key
+	// returns ErrNotFound; KVList returns keys with a prefix in key order.
+	KVGet(ctx context.Context, ns, key string) ([]byte, error)
+	KVPut(ctx context.Context, ns, key string, value []byte) error
+	KVDelete(ctx context.Context, ns, key string) error
+	KVList(ctx context.Context, ns, keyPrefix string) ([]KV, error)
+
+	// AmendToolMessage replaces the committed tool message of callID in the
+	// session when its status is one of pending (a client tool's result
+	// handed back), and returns the amended turn; ErrAlreadySettled when the
+	// call is no longer pending, ErrNotFound when there is no such call.
+	AmendToolMessage(ctx context.Context, session, callID string, pending []string, m *messages.ToolMessage) (*messages.TurnRecord, error)
+
 	Close() error
 }

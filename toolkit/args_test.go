@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf16"
 
@@ -750,9 +751,32 @@ func TestFoldHashAgreesWithEqualFold(t *testing.T) {
 	}
 }
 
+// fuzzSchemas are schemas the fuzzer validates parsed arguments against: the
+// fast path must never accept what the general validator refuses, and
+// phrasing a refusal must not fail.
+var fuzzSchemas = sync.OnceValue(func() []*Schema {
+	c := NewSchemaCache()
+	var out []*Schema
+	for _, s := range []string{
+		`{"type":"object","properties":{"a":{"type":["string","null"]},"b":{"type":"array","items":{"type":"integer"},"maxItems":3}},"additionalProperties":{"type":["boolean","number","object"]}}`,
+		`{"type":"object","properties":{"a":{"enum":["x","y",""]},"k":{"type":"object","required":["a"]}},"required":[]}`,
+		`{"additionalProperties":{"type":"object","additionalProperties":{"type":"string","minLength":1,"maxLength":3}}}`,
+		`{"properties":{"a":false},"additionalProperties":true}`,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","properties":{"a":{"type":"array","minItems":1,"items":{"type":["array","string"]}}},"additionalProperties":{"type":"integer"}}`,
+		`{"properties":{"n":{"minimum":0},"o":{"anyOf":[{"type":"string"},{"type":"object","required":["id"]}]}}}`,
+	} {
+		sch, err := c.Compile([]byte(s))
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, sch)
+	}
+	return out
+})
+
 // FuzzParseArgs checks that ParseArgs never panics, agrees with encoding/json
 // on what is JSON, and that its canonical form is a fixed point whose
-// decoding is Value.
+// decoding is Value; then it validates the value against fuzzSchemas.
 func FuzzParseArgs(f *testing.F) {
 	for _, tc := range canonicalCases {
 		f.Add(tc.raw)
@@ -797,6 +821,15 @@ func FuzzParseArgs(f *testing.F) {
 		}
 		if !bytes.Equal(c, a.Canonical) {
 			t.Fatalf("Canonicalize(Value) = %q, want %q", c, a.Canonical)
+		}
+		for i, s := range fuzzSchemas() {
+			err := s.sch.Validate(a.Value)
+			if s.fast != nil && s.fast.valid(a.Value) && err != nil {
+				t.Fatalf("schema %d: the fast path accepts %s, the validator refuses it: %v", i, a.Canonical, err)
+			}
+			if err := s.Validate(a.Value); err != nil && !strings.HasPrefix(err.Error(), "invalid arguments: ") {
+				t.Fatalf("schema %d: unphrased error %v", i, err)
+			}
 		}
 	})
 }

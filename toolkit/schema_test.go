@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -588,10 +590,44 @@ func TestFastPathAgreesWithValidator(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("fast path: %d of %d tau-bench tools eligible, %d argument variants agree", eligible, tools, checked)
+	t.Logf("fast path: %d of %d tau-bench tools with calls eligible, %d argument variants agree", eligible, tools, checked)
 	if eligible == 0 {
 		t.Error("no tau-bench tool takes the fast path")
 	}
+
+	raw, err := os.ReadFile(filepath.Join(sharedTestdata(t), "bfcl", "nonlive-sample-calls.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []struct {
+		ID          string          `json:"id"`
+		InputSchema json.RawMessage `json:"inputSchema"`
+		Arguments   json.RawMessage `json:"arguments"`
+	}
+	if err := json.Unmarshal(raw, &calls); err != nil {
+		t.Fatal(err)
+	}
+	eligible, checked = 0, 0
+	for _, c := range calls {
+		s, err := cache.Compile(c.InputSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.fast == nil {
+			continue
+		}
+		eligible++
+		args := mustParse(t, argumentsText(t, c.Arguments))
+		for _, m := range append(mutations(args.Value), args.Value) {
+			checked++
+			fast := s.fast.valid(m)
+			slow := s.sch.Validate(m) == nil
+			if fast != slow {
+				t.Errorf("bfcl %s: fast path says %v, validator %v for %v", c.ID, fast, slow, m)
+			}
+		}
+	}
+	t.Logf("fast path: %d of %d bfcl schemas eligible, %d argument variants agree", eligible, len(calls), checked)
 }
 
 func TestFastPathEligibility(t *testing.T) {

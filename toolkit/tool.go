@@ -108,6 +108,9 @@ type Call struct {
 	Emit func(text string)
 	// View is the set of tools the run can see (for find_tools).
 	View *View
+	// Ask puts a question to the human behind the run and waits for the
+	// answer (ask_user, store_secret). Never nil.
+	Ask Asker
 }
 
 // Result is what a handler returns on success.
@@ -116,6 +119,24 @@ type Result struct {
 	// Fetched names tools whose full schemas this result handed to the model
 	// (find_tools); they are marked fetched for the run when the turn commits.
 	Fetched []string
+	// Cache, when set, is written to the result cache in the turn's commit
+	// (pass 3 writes it only for http_request GET; fetch_page and
+	// search_web write their own through a Cache).
+	Cache *CacheEntry
+}
+
+// CacheEntry is one value for the 30-minute result cache.
+type CacheEntry struct {
+	Key     string
+	Value   []byte
+	Expires time.Time
+}
+
+// Cache is the result cache as tools see it: absolute expiry, checked
+// against now (an injectable clock). Safe for concurrent use.
+type Cache interface {
+	Get(ctx context.Context, key string, now time.Time) ([]byte, bool, error)
+	Put(ctx context.Context, e CacheEntry) error
 }
 
 // Handler runs one call. A returned error becomes status error with the

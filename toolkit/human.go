@@ -1,0 +1,48 @@
+package toolkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Question kinds a tool can put to the human behind a run.
+const (
+	// QuestionText asks for a free-text answer (ask_user).
+	QuestionText = "ask_user"
+	// QuestionSecret asks for a secret value (store_secret). The answer is
+	// never put in an event, a log line, a history entry or an error.
+	QuestionSecret = "secret_request"
+)
+
+// Question is what a tool asks the human.
+type Question struct {
+	Kind string // QuestionText or QuestionSecret
+	Text string // shown to the human; never a secret
+	// Name of the secret asked for (QuestionSecret).
+	Name string
+}
+
+// Answer is the human's reply.
+type Answer struct {
+	Text string
+	// Declined: the human chose not to answer.
+	Declined bool
+}
+
+// ErrNobodyToAsk: no human is listening for questions in this run.
+var ErrNobodyToAsk = errors.New("toolkit: nobody is listening for questions")
+
+// Asker lets a handler ask the human behind the run and wait for the
+// answer; it returns ctx.Err() when the call's context ends first.
+type Asker func(ctx context.Context, q Question) (Answer, error)
+
+// SkippedError makes a call end with status skipped instead of error.
+type SkippedError struct{ Reason string }
+
+func (e *SkippedError) Error() string { return "skipped: " + e.Reason }
+
+// Skipped returns an error that ends the call with status skipped.
+func Skipped(format string, a ...any) error {
+	return &SkippedError{Reason: fmt.Sprintf(format, a...)}
+}
