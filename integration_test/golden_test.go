@@ -179,6 +179,8 @@ type env struct {
 	mu      sync.Mutex
 	events  []*messages.Event
 	answers []bool
+	// onConfirm, when set, gets tool_confirm events instead of answers.
+	onConfirm func(*messages.Event)
 }
 
 func newEnv(t *testing.T, dir string, sc scenarioConfig) *env {
@@ -219,6 +221,12 @@ func (e *env) onEvent(ev *messages.Event) {
 	e.mu.Lock()
 	e.events = append(e.events, ev)
 	var answer, ok bool
+	if ev.Kind == actors.EventToolConfirm && e.onConfirm != nil {
+		f := e.onConfirm
+		e.mu.Unlock()
+		f(ev)
+		return
+	}
 	if ev.Kind == actors.EventToolConfirm {
 		if len(e.answers) > 0 {
 			answer, ok = e.answers[0], true

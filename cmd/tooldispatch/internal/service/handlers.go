@@ -1,0 +1,291 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/messages"
+)
+
+// Statuses of a confirmation's answer (messages.ConfirmAck).
+const (
+	ackAccepted        = "accepted"
+	ackNotFound        = "not_found"
+	ackMismatch        = "mismatch"
+	ackAlreadyAnswered = "already_answered"
+)
+
+// statusReply is the body of an accepted answer, or of a refused one with
+// its reason.
+type statusReply struct {
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
+
+// handleConfirm serves POST /v1/sessions/{session}/confirm/{call_id}. Without
+// args_hash, the hash of the pending confirmation the broker knows is used.
+func (s *Server) handleConfirm(w http.ResponseWriter, r *http.Request) {
+	session, callID := r.PathValue("session"), r.PathValue("call_id")
+	var req confirmRequest
+	if e := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.Approve == nil {
+		writeError(w, errorf(http.StatusBadRequest, `field "approve" is required: true or false`))
+		return
+	}
+	hash := req.ArgsHash
+	if hash == "" {
+		if p, ok := s.opts.Broker.PendingCall(session, callID); ok {
+			hash = p.ArgsHash
+		}
+	}
+	ack, err := s.opts.Dispatcher.Confirm(r.Context(), &messages.ConfirmReply{
+		Session: session, CallId: callID, ArgsHash: hash, Approve: *req.Approve, Reason: clip(req.Reason, 1000),
+	})
+	if err != nil {
+		s.dispatcherError(w, "confirming a call", err)
+		return
+	}
+	switch ack.GetStatus() {
+	case ackAccepted:
+		writeJSON(w, http.StatusOK, statusReply{Status: ackAccepted})
+	case ackNotFound:
+		writeJSON(w, http.StatusNotFound, statusReply{Status: ackNotFound, Error: "no pending confirmation of that call in this session"})
+	case ackMismatch:
+		writeJSON(w, http.StatusConflict, statusReply{Status: ackMismatch, Error: "args_hash does not match the arguments of the call waiting for confirmation"})
+	case ackAlreadyAnswered:
+		writeJSON(w, http.StatusConflict, statusReply{Status: ackAlreadyAnswered, Error: "the call's confirmation was already answered"})
+	default:
+		s.log.Error().Str("status", clip(ack.GetStatus(), 40)).Msg("unexpected confirmation status")
+		writeError(w, errorf(http.StatusInternalServerError, "the dispatcher gave an unexpected answer"))
+	}
+}
+
+// noReplies is the answer of the reply endpoints when nothing takes
+// replies.
+var noReplies = &apiError{code: http.StatusNotFound, msg: "no pending question or client call with that id"}
+
+// handleAnswer serves POST /v1/sessions/{session}/answer/{call_id}: the
+// answer to an ask_user question.
+func (s *Server) handleAnswer(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Replies == nil {
+		writeError(w, noReplies)
+		return
+	}
+	var req answerRequest
+	if e := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.Text == nil {
+		writeError(w, errorf(http.StatusBadRequest, `field "text" is required: the answer`))
+		return
+	}
+	err := s.opts.Replies.Answer(r.Context(), r.PathValue("session"), r.PathValue("call_id"), *req.Text)
+	s.writeReplyOutcome(w, "answering a question", err)
+}
+
+// handleClientResult serves POST /v1/sessions/{session}/client_result/{call_id}:
+// the result of a client tool's call.
+func (s *Server) handleClientResult(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Replies == nil {
+		writeError(w, noReplies)
+		return
+	}
+	var req clientResultRequest
+	if e := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.Content == nil {
+		writeError(w, errorf(http.StatusBadRequest, `field "content" is required: the call's result text`))
+		return
+	}
+	err := s.opts.Replies.ClientResult(r.Context(), r.PathValue("session"), r.PathValue("call_id"), *req.Content, req.IsError)
+	s.writeReplyOutcome(w, "handing back a client result", err)
+}
+
+func (s *Server) writeReplyOutcome(w http.ResponseWriter, what string, err error) {
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, statusReply{Status: ackAccepted})
+	case errors.Is(err, ErrNoPending):
+		writeError(w, noReplies)
+	case errors.Is(err, ErrAlreadyAnswered):
+		writeJSON(w, http.StatusConflict, statusReply{Status: ackAlreadyAnswered, Error: "already answered"})
+	default:
+		s.dispatcherError(w, what, err)
+	}
+}
+
+// handleEndRun serves DELETE /v1/sessions/{session}/runs/{run}.
+func (s *Server) handleEndRun(w http.ResponseWriter, r *http.Request) {
+	session, run := r.PathValue("session"), r.PathValue("run")
+	if err := s.opts.Dispatcher.EndRun(r.Context(), session, run); err != nil {
+		s.dispatcherError(w, "ending a run", err)
+		return
+	}
+	s.runs.drop(runKey{session, run})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleSession serves GET /v1/sessions/{session}: the persisted tool
+// messages and tool histories.
+func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
+	session := r.PathValue("session")
+	turns, err := s.opts.Store.Turns(r.Context(), session)
+	if err != nil {
+		s.dispatcherError(w, "reading a session", err)
+		return
+	}
+	if len(turns) == 0 {
+		writeError(w, errorf(http.StatusNotFound, "session %q has no committed turns", clip(session, 100)))
+		return
+	}
+	writeJSON(w, http.StatusOK, sessionJSON(turns))
+}
+
+// handleSessions serves GET /v1/sessions: the ids of the persisted sessions
+// and of those with recent events.
+func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
+	ids, err := s.sessionIDs(r.Context())
+	if err != nil {
+		s.dispatcherError(w, "listing sessions", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Sessions []string `json:"sessions"`
+	}{ids})
+}
+
+// sessionIDs merges the store's sessions with the broker's, sorted.
+func (s *Server) sessionIDs(ctx context.Context) ([]string, error) {
+	stored, err := s.opts.Store.Sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := slices.Concat(stored, s.opts.Broker.Sessions())
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
+}
+
+// handleTools serves GET /v1/tools?provider=&session=&run=: the tools array
+// and the turn-context text a provider gets; with a session (and run), the
+// run's declared client tools and exclusions apply.
+func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	provider := cmp.Or(q.Get("provider"), "openai")
+	var decl runDecl
+	if session := q.Get("session"); session != "" {
+		decl = s.runs.get(runKey{session, cmp.Or(q.Get("run"), defaultRun)})
+	}
+	view, err := s.view(provider, decl)
+	if err != nil {
+		s.log.Error().Err(err).Msg("building a tools view")
+		writeError(w, errorf(http.StatusInternalServerError, "building the tools view failed"))
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Tools   any    `json:"tools"`
+		Context string `json:"context"`
+	}{view.Array(), view.ContextText()})
+}
+
+// handlePending serves GET /v1/pending: what waits for an answer in every
+// session.
+func (s *Server) handlePending(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, struct {
+		Confirmations []PendingConfirm  `json:"confirmations"`
+		Questions     []PendingQuestion `json:"questions"`
+	}{nonNil(s.opts.Broker.Pending("")), nonNil(s.opts.Broker.Questions(""))})
+}
+
+// nonNil returns an empty slice for nil, so JSON shows [] and not null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// handleHealth serves GET /healthz.
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	if s.shuttingDown() {
+		writeJSON(w, http.StatusServiceUnavailable, statusReply{Status: "shutting_down"})
+		return
+	}
+	writeJSON(w, http.StatusOK, statusReply{Status: "ok"})
+}
+
+// handleSessionEvents serves GET /v1/sessions/{session}/events.
+func (s *Server) handleSessionEvents(w http.ResponseWriter, r *http.Request) {
+	after, e := lastEventID(r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	s.serveEvents(w, r, r.PathValue("session"), after)
+}
+
+// handleAllEvents serves GET /v1/events: every session's events, for the
+// operator page.
+func (s *Server) handleAllEvents(w http.ResponseWriter, r *http.Request) {
+	s.serveEvents(w, r, "", 0)
+}
+
+// serveEvents streams a subscription until the client goes away, the
+// subscriber lags behind, or the server shuts down.
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, session string, after uint64) {
+	if !s.enterStream() {
+		writeError(w, errShuttingDown())
+		return
+	}
+	defer s.leaveStream()
+	ch, cancel := s.opts.Broker.Subscribe(session, after)
+	defer cancel()
+	st := startSSE(w)
+	defer st.finish()
+	tick := time.NewTicker(keepAliveInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok || st.event(ev) != nil || ev.GetKind() == EventLagged {
+				return
+			}
+		case <-tick.C:
+			if st.comment("keep-alive") != nil {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		case <-s.done:
+			_ = st.comment("shutting down")
+			return
+		}
+	}
+}
+
+// dispatcherError answers a failure of the dispatcher, the store or the
+// reply sink.
+func (s *Server) dispatcherError(w http.ResponseWriter, what string, err error) {
+	switch {
+	case errors.Is(err, actors.ErrClosed):
+		writeError(w, errShuttingDown())
+	case errors.Is(err, actors.ErrBadRequest):
+		writeError(w, errorf(http.StatusBadRequest, "%s", err.Error()))
+	case errors.Is(err, context.Canceled):
+		// The client went away: nobody reads the answer.
+		writeError(w, errorf(http.StatusServiceUnavailable, "%s was canceled", what))
+	default:
+		s.log.Error().Err(err).Msg(what + " failed")
+		writeError(w, errorf(http.StatusInternalServerError, "%s failed", what))
+	}
+}

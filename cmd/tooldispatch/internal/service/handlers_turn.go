@@ -1,0 +1,227 @@
+package service
+
+import (
+	"cmp"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// maxIDLen is the longest session, run or turn id the dispatcher takes.
+const maxIDLen = 256
+
+// Names of the last event of a streamed turn.
+const (
+	eventResult = "result" // data: the turn's reply
+	eventError  = "error"  // data: {"error","code",…}
+)
+
+// dispatched is what Dispatch returned.
+type dispatched struct {
+	res *messages.TurnResult
+	err error
+}
+
+// handleTurn serves POST /v1/sessions/{session}/turns: it dispatches one
+// turn and answers with its result, or streams its events first when the
+// client accepts text/event-stream. The request's context is the turn's:
+// a client that goes away cancels the turn, whose results are still
+// committed.
+func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
+	if s.shuttingDown() {
+		writeError(w, errShuttingDown())
+		return
+	}
+	var req turnRequest
+	if e := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	dt, key, decl, e := s.turnFromRequest(r.PathValue("session"), &req)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	release, err := s.gates.acquire(r.Context(), dt.Session)
+	if err != nil {
+		// The client went away while an earlier turn of the session ran.
+		writeError(w, errorf(http.StatusServiceUnavailable, "canceled before the turn started; nothing ran"))
+		return
+	}
+	defer release()
+	if s.shuttingDown() {
+		writeError(w, errShuttingDown())
+		return
+	}
+	s.runs.put(key, decl)
+	if wantsEventStream(r) {
+		s.streamTurn(w, r, dt)
+		return
+	}
+	res, err := s.opts.Dispatcher.Dispatch(r.Context(), dt)
+	code, body := s.turnOutcome(dt, res, err)
+	writeJSON(w, code, body)
+}
+
+// streamTurn dispatches a turn and streams its events, then a result (or
+// error) event. The caller holds the session's gate, so every event on the
+// session's subscription belongs to this turn.
+func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, dt *messages.DispatchTurn) {
+	ch, cancel := s.opts.Broker.subscribe(dt.Session, 0, false)
+	defer func() { cancel() }()
+	st := startSSE(w)
+	defer st.finish()
+
+	done := make(chan dispatched, 1)
+	go func() {
+		res, err := s.opts.Dispatcher.Dispatch(r.Context(), dt)
+		done <- dispatched{res, err}
+	}()
+	tick := time.NewTicker(keepAliveInterval)
+	defer tick.Stop()
+
+	var last uint64
+	// forward writes one event; after a lagged notice it resubscribes from
+	// the session's ring. Write errors are ignored: the turn goes on (the
+	// request's context cancels it) and must be waited for.
+	forward := func(ev *messages.Event) {
+		if ev.GetKind() == EventLagged {
+			cancel()
+			ch, cancel = s.opts.Broker.subscribe(dt.Session, last, false)
+			return
+		}
+		_ = st.event(ev)
+		last = ev.GetSeq()
+	}
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				ch = nil
+				continue
+			}
+			forward(ev)
+		case out := <-done:
+			// The turn's events were all published before Dispatch returned.
+			for drained := false; !drained; {
+				select {
+				case ev, ok := <-ch:
+					if !ok {
+						drained = true
+					} else {
+						forward(ev)
+					}
+				default:
+					drained = true
+				}
+			}
+			code, body := s.turnOutcome(dt, out.res, out.err)
+			kind := eventResult
+			if code != http.StatusOK {
+				kind = eventError
+				if f, ok := body.(turnFailure); ok {
+					f.Code = code
+					body = f
+				}
+			}
+			_ = st.send("", kind, body)
+			return
+		case <-tick.C:
+			_ = st.comment("keep-alive")
+		}
+	}
+}
+
+// turnOutcome maps what Dispatch returned to a status code and a body.
+func (s *Server) turnOutcome(dt *messages.DispatchTurn, res *messages.TurnResult, err error) (int, any) {
+	switch {
+	case err == nil:
+		return http.StatusOK, turnReply{Turn: res.GetTurn(), Messages: toolMessagesJSON(res.GetMessages()), Replayed: res.GetReplayed()}
+	case errors.Is(err, actors.ErrClosed):
+		return http.StatusServiceUnavailable, turnFailure{Error: errShuttingDown().msg}
+	case errors.Is(err, actors.ErrBadRequest):
+		return http.StatusBadRequest, turnFailure{Error: err.Error()}
+	}
+	f := turnFailure{Error: "the turn failed", Turn: res.GetTurn(), Messages: toolMessagesJSON(res.GetMessages())}
+	if res.GetError() != "" {
+		f.Error = "the turn failed: " + res.GetError()
+	}
+	code := http.StatusInternalServerError
+	if s.shuttingDown() {
+		code = http.StatusServiceUnavailable
+	}
+	s.log.Error().Err(err).Str("session", dt.GetSession()).Int64("turn", res.GetTurn()).Msg("dispatching a turn failed")
+	return code, f
+}
+
+// turnFromRequest checks a turn request and builds the DispatchTurn, with
+// the run's earlier declarations for what the request leaves out.
+func (s *Server) turnFromRequest(session string, req *turnRequest) (*messages.DispatchTurn, runKey, runDecl, *apiError) {
+	bad := func(format string, args ...any) (*messages.DispatchTurn, runKey, runDecl, *apiError) {
+		return nil, runKey{}, runDecl{}, errorf(http.StatusBadRequest, format, args...)
+	}
+	switch {
+	case len(session) > maxIDLen:
+		return bad("the session id is longer than %d bytes", maxIDLen)
+	case len(req.Run) > maxIDLen:
+		return bad("run is longer than %d bytes", maxIDLen)
+	case len(req.TurnID) > maxIDLen:
+		return bad("turn_id is longer than %d bytes", maxIDLen)
+	case len(req.Provider) > maxIDLen:
+		return bad("provider is longer than %d bytes", maxIDLen)
+	case req.Message == nil:
+		return bad("message is required: the assistant message whose tool_calls to run")
+	}
+	approve := cmp.Or(req.Approve, actors.ApproveAsk)
+	switch approve {
+	case actors.ApproveAsk, actors.ApproveAll, actors.ApproveNone:
+	default:
+		return bad("approve must be \"ask\", \"all\" or \"none\", not %q", clip(req.Approve, 40))
+	}
+	msg, err := assistantFromWire(req.Message)
+	if err != nil {
+		return bad("%s", err.Error())
+	}
+	var specs []*messages.ToolSpec
+	if req.ClientTools != nil {
+		if specs, err = clientSpecs(*req.ClientTools); err != nil {
+			return bad("%s", err.Error())
+		}
+	}
+	var exclude []string
+	if req.Exclude != nil {
+		exclude = *req.Exclude
+	}
+	key := runKey{session, cmp.Or(req.Run, defaultRun)}
+	decl := s.runs.merge(key, specs, req.ClientTools != nil, exclude, req.Exclude != nil)
+	if len(decl.clientTools) > 0 {
+		// The dispatcher reports bad client tools as a failure of the turn;
+		// they are bad input, so check them here.
+		if _, err := s.view(req.Provider, decl); err != nil {
+			return bad("client_tools: %s", err.Error())
+		}
+	}
+	dt := &messages.DispatchTurn{
+		Session: session, Run: req.Run, Provider: req.Provider, Message: msg,
+		ClientTools: decl.clientTools, Exclude: decl.exclude,
+		Approve: approve, TurnId: req.TurnID, AutoLoadSchemas: req.AutoLoadSchemas,
+	}
+	return dt, key, decl, nil
+}
+
+// view builds the tools view of a run with its declarations.
+func (s *Server) view(provider string, decl runDecl) (*toolkit.View, error) {
+	client := make([]*toolkit.Tool, len(decl.clientTools))
+	for i, c := range decl.clientTools {
+		client[i] = toolkit.ClientToolFromSpec(c.GetName(), c.GetDescription(), c.GetParameters())
+	}
+	return toolkit.NewView(s.opts.Registry, provider, client, decl.exclude)
+}
+
+func errShuttingDown() *apiError {
+	return errorf(http.StatusServiceUnavailable, "the service is shutting down")
+}

@@ -1,0 +1,246 @@
+package service
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Security settings of responses.
+const (
+	// contentSecurityPolicy lets the operator page load only its own
+	// script, style and event stream.
+	contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+		"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	// tokenCookie holds a value derived from the token (never the token
+	// itself) once the operator page was opened with ?token=.
+	tokenCookie = "tooldispatch_session"
+	// preflightMaxAge is how long a browser may cache an allowed preflight.
+	preflightMaxAge = "600"
+)
+
+// instrument counts every request by route pattern and status code.
+func (s *Server) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		began := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		route := "unmatched"
+		if _, pattern := s.mux.Handler(r); pattern != "" {
+			route = pattern
+		}
+		took := time.Since(began)
+		s.opts.Metrics.observeHTTP(route, sw.status(), took)
+		// The route, never the URL: a page login carries the token in its query.
+		s.log.Debug().Str("method", r.Method).Str("route", route).Int("code", sw.status()).Dur("took", took).Msg("request")
+	})
+}
+
+// secure sets the security headers of every response and, when the server
+// has no token, refuses requests addressed to a host name that is not
+// loopback (a web page that rebinds its own name to 127.0.0.1 must not
+// reach the API).
+func (s *Server) secure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("X-Frame-Options", "DENY")
+		if s.opts.Token == "" {
+			host := r.Host
+			if hh, _, err := net.SplitHostPort(host); err == nil {
+				host = hh
+			}
+			if !isLoopbackHost(host) {
+				writeError(w, errorf(http.StatusForbidden, "this server has no token and answers only requests addressed to a loopback host"))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// cors answers cross-origin requests: an origin in AllowOrigins gets the
+// CORS headers; any other gets none, and its preflight is refused.
+func (s *Server) cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
+		if origin == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		allowed := s.origins[origin]
+		if preflight {
+			if !allowed {
+				writeError(w, errorf(http.StatusForbidden, "cross-origin requests from %s are not allowed", clip(origin, 200)))
+				return
+			}
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Last-Event-ID")
+			h.Set("Access-Control-Max-Age", preflightMaxAge)
+			h.Add("Vary", "Origin")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		if allowed {
+			w.Header().Set("Access-Control-Allow-Origin", origin)
+			w.Header().Add("Vary", "Origin")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authenticate requires the token, when there is one, of every request but
+// the health check. The operator page may be opened once with ?token=: the
+// server then sets an HttpOnly, SameSite=Strict cookie holding a value
+// derived from the token and redirects to the page without it.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Token == "" || (r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead)) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.URL.Path == "/" && r.URL.Query().Has("token") {
+			s.tokenLogin(w, r)
+			return
+		}
+		if !s.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tooldispatch"`)
+			writeError(w, errorf(http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <token>"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authorized checks the bearer token, or the page's cookie.
+func (s *Server) authorized(r *http.Request) bool {
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		scheme, tok, ok := strings.Cut(auth, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return false
+		}
+		return s.tokenMatches(strings.TrimSpace(tok))
+	}
+	if c, err := r.Cookie(tokenCookie); err == nil {
+		sum := sha256.Sum256([]byte(c.Value))
+		return subtle.ConstantTimeCompare(sum[:], s.cookieSum[:]) == 1
+	}
+	return false
+}
+
+// tokenMatches compares a presented token with the server's in constant
+// time (hashing both first, so not even the length leaks).
+func (s *Server) tokenMatches(tok string) bool {
+	sum := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) == 1
+}
+
+// tokenLogin exchanges ?token= for the page cookie.
+func (s *Server) tokenLogin(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet || !s.tokenMatches(r.URL.Query().Get("token")) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="tooldispatch"`)
+		writeError(w, errorf(http.StatusUnauthorized, "wrong token"))
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: tokenCookie, Value: s.cookieVal, Path: "/",
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// cookieValue derives the page cookie's value from the token.
+func cookieValue(token string) string {
+	sum := sha256.Sum256([]byte("tooldispatch page cookie\x00" + token))
+	return hex.EncodeToString(sum[:])
+}
+
+// route serves the request through the mux, answering in JSON when no
+// route matches (404) or the method is not one the route has (405).
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	rec := &headerRecorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	switch {
+	case rec.code == http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", rec.header.Get("Allow"))
+		writeError(w, errorf(http.StatusMethodNotAllowed, "method %s is not allowed here (allowed: %s)", r.Method, rec.header.Get("Allow")))
+	case rec.code >= 300 && rec.code < 400:
+		http.Redirect(w, r, rec.header.Get("Location"), rec.code)
+	default:
+		writeError(w, errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, clip(r.URL.Path, 200)))
+	}
+}
+
+// statusWriter records the status code of a response. It passes Flush
+// through and unwraps for http.ResponseController.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush() // fails only when the client went away
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
+}
+
+// headerRecorder catches what the mux's own not-found, not-allowed and
+// redirect handlers would write.
+type headerRecorder struct {
+	header http.Header
+	code   int
+}
+
+func (r *headerRecorder) Header() http.Header { return r.header }
+
+func (r *headerRecorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return len(b), nil
+}
+
+func (r *headerRecorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+}

@@ -1,0 +1,171 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"fmt"
+	"html/template"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/tooldispatch/tooldispatch/messages"
+)
+
+// Bounds of the operator page's first rendering.
+const (
+	// pageSessions is how many sessions the page lists: those with recent
+	// events first, then persisted ones.
+	pageSessions = 50
+	// pageStoredTurns is how many persisted turns a session shows when the
+	// broker has none of its recent turns.
+	pageStoredTurns = 5
+)
+
+//go:embed page.html page.js page.css
+var pageFiles embed.FS
+
+// staticTypes are the page's assets and their content types.
+var staticTypes = map[string]string{
+	"page.js":  "text/javascript; charset=utf-8",
+	"page.css": "text/css; charset=utf-8",
+}
+
+// pageData is what page.html renders.
+type pageData struct {
+	Sessions  []pageSession
+	Confirms  []PendingConfirm
+	Questions []PendingQuestion
+}
+
+type pageSession struct {
+	ID    string
+	Turns []pageTurn
+}
+
+type pageTurn struct {
+	Turn    int64
+	Run     string
+	Started string
+	Calls   []pageCall
+	Omitted int
+}
+
+type pageCall struct {
+	CallID string
+	Tool   string
+	// Status is the final status once committed, else the call's state.
+	Status string
+}
+
+// parsePage parses the page template.
+func parsePage() (*template.Template, error) {
+	t, err := template.New("page.html").ParseFS(pageFiles, "page.html")
+	if err != nil {
+		return nil, fmt.Errorf("service: parsing the operator page: %w", err)
+	}
+	return t, nil
+}
+
+// handlePage serves the operator page at /: the sessions, their recent
+// turns and what waits for an answer, rendered on the server; page.js keeps
+// it up to date from GET /v1/events.
+func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
+	data, err := s.pageData(r.Context())
+	if err != nil {
+		s.dispatcherError(w, "rendering the page", err)
+		return
+	}
+	var b bytes.Buffer
+	if err := s.page.Execute(&b, data); err != nil {
+		s.log.Error().Err(err).Msg("rendering the operator page")
+		writeError(w, errorf(http.StatusInternalServerError, "rendering the page failed"))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	_, _ = b.WriteTo(w) // a write error means the client went away
+}
+
+// handleStatic serves the page's script and style sheet.
+func (s *Server) handleStatic(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	ct, ok := staticTypes[name]
+	if !ok {
+		writeError(w, errorf(http.StatusNotFound, "no such file"))
+		return
+	}
+	b, err := pageFiles.ReadFile(name)
+	if err != nil {
+		writeError(w, errorf(http.StatusNotFound, "no such file"))
+		return
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(b) // a write error means the client went away
+}
+
+// pageData gathers the page's first state.
+func (s *Server) pageData(ctx context.Context) (*pageData, error) {
+	b := s.opts.Broker
+	data := &pageData{Confirms: b.Pending(""), Questions: b.Questions("")}
+	live := b.Sessions()
+	ids := slices.Clone(live)
+	if len(ids) < pageSessions {
+		stored, err := s.opts.Store.Sessions(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range stored {
+			if len(ids) >= pageSessions {
+				break
+			}
+			if !slices.Contains(live, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if len(ids) > pageSessions {
+		ids = ids[:pageSessions]
+	}
+	for _, id := range ids {
+		ps := pageSession{ID: id}
+		if recent := b.Recent(id); len(recent) > 0 {
+			for _, t := range recent {
+				ps.Turns = append(ps.Turns, pageTurnFromSummary(t))
+			}
+		} else {
+			turns, err := s.opts.Store.Turns(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			for _, t := range turns[max(0, len(turns)-pageStoredTurns):] {
+				ps.Turns = append(ps.Turns, pageTurnFromRecord(t))
+			}
+		}
+		data.Sessions = append(data.Sessions, ps)
+	}
+	return data, nil
+}
+
+func pageTurnFromSummary(t TurnSummary) pageTurn {
+	pt := pageTurn{Turn: t.Turn, Run: t.Run, Started: t.Started.Format(time.RFC3339), Omitted: t.Omitted}
+	for _, c := range t.Calls {
+		st := c.State
+		if c.State == StateDone {
+			st = c.Status
+		}
+		pt.Calls = append(pt.Calls, pageCall{CallID: c.CallID, Tool: c.Tool, Status: st})
+	}
+	return pt
+}
+
+func pageTurnFromRecord(t *messages.TurnRecord) pageTurn {
+	pt := pageTurn{Turn: t.GetTurn(), Run: t.GetRun(), Started: time.Unix(0, t.GetTimeUnixNano()).UTC().Format(time.RFC3339)}
+	for _, m := range t.GetToolMessages() {
+		pt.Calls = append(pt.Calls, pageCall{CallID: m.GetToolCallId(), Tool: m.GetName(), Status: m.GetStatus()})
+	}
+	return pt
+}

@@ -1,0 +1,262 @@
+// Operator page of tooldispatch: keeps the server-rendered page up to date
+// from the event stream of every session (GET /v1/events) and sends the
+// operator's answers (confirm, answer). Text from events is only ever set
+// as textContent.
+(function () {
+  'use strict';
+
+  const KINDS = ['tool_call', 'tool_call_start', 'tool_call_text', 'tool_call_end', 'exec_error',
+    'tool_result', 'tool_confirm', 'tool_skipped', 'tool_deduped', 'schema_returned', 'lagged'];
+  const MAX_ROWS = 200;   // call rows per session
+  const MAX_EVENTS = 50;  // live events listed per session
+
+  const q = (sel, root) => (root || document).querySelector(sel);
+  const attr = (name, value) => `[${name}="${CSS.escape(String(value))}"]`;
+
+  function el(tag, props, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(props || {})) {
+      if (k === 'class') e.className = v;
+      else if (k === 'text') e.textContent = v;
+      else if (k.startsWith('data-')) e.setAttribute(k, v);
+      else e[k] = v;
+    }
+    for (const c of children) e.append(c);
+    return e;
+  }
+
+  function setConn(state) {
+    const c = q('#conn');
+    c.dataset.state = state;
+    c.textContent = state;
+  }
+
+  function updateEmpty() {
+    q('#nothing-pending').hidden = !!(q('#confirms li') || q('#questions li'));
+    q('#no-sessions').hidden = !!q('article.session');
+  }
+
+  // Sessions and their calls.
+
+  function sessionBox(session) {
+    let box = q('article.session' + attr('data-session', session));
+    if (box) return box;
+    const tbody = el('tbody');
+    box = el('article', { class: 'session', 'data-session': session },
+      el('h3', { text: session }),
+      el('table', { class: 'calls' },
+        el('thead', {}, el('tr', {}, el('th', { text: 'turn' }), el('th', { text: 'call' }),
+          el('th', { text: 'tool' }), el('th', { text: 'status' }))),
+        tbody),
+      el('details', { class: 'live' }, el('summary', { text: 'Live events' }), el('ol', { class: 'events' })));
+    q('#session-list').prepend(box);
+    return box;
+  }
+
+  function callRow(ev, create) {
+    const box = sessionBox(ev.session);
+    const sel = 'tr.call' + attr('data-turn', ev.turn) + attr('data-call-id', ev.call_id);
+    let row = q(sel, box);
+    if (row || !create) return row;
+    row = el('tr', { class: 'call', 'data-turn': String(ev.turn), 'data-call-id': ev.call_id, 'data-status': 'checking' },
+      el('td', { class: 'turn', text: String(ev.turn) }),
+      el('td', { class: 'call-id' }, el('code', { text: ev.call_id })),
+      el('td', { class: 'tool', text: ev.tool || '' }),
+      el('td', { class: 'status', text: 'checking' }));
+    const tbody = q('tbody', box);
+    tbody.append(row);
+    while (tbody.rows.length > MAX_ROWS) tbody.deleteRow(0);
+    return row;
+  }
+
+  function setStatus(row, status, title) {
+    if (!row) return;
+    row.dataset.status = status;
+    q('td.status', row).textContent = status;
+    if (title !== undefined) row.title = title.length > 2000 ? title.slice(0, 2000) + '…' : title;
+  }
+
+  function logEvent(ev) {
+    if (!ev.session) return;
+    const list = q('ol.events', sessionBox(ev.session));
+    const parts = [ev.event, ev.call_id, ev.tool, ev.status].filter(Boolean);
+    list.prepend(el('li', { text: parts.join(' ') }));
+    while (list.children.length > MAX_EVENTS) list.lastElementChild.remove();
+  }
+
+  // Pending confirmations and questions.
+
+  function pendingSel(kind, session, callId) {
+    return `#${kind} li` + attr('data-session', session) + attr('data-call-id', callId);
+  }
+
+  function removePending(kind, session, callId) {
+    const li = q(pendingSel(kind, session, callId));
+    if (li) li.remove();
+  }
+
+  function what(p) {
+    return el('div', { class: 'what' },
+      el('span', { class: 'session-id', text: p.session }), ` · turn ${p.turn} · `,
+      el('code', { class: 'tool', text: p.tool }), ' · ', el('code', { class: 'call-id', text: p.call_id }));
+  }
+
+  function addConfirm(p) {
+    if (q(pendingSel('confirms', p.session, p.call_id))) return;
+    q('#confirms').append(el('li', { class: 'confirm', 'data-session': p.session, 'data-call-id': p.call_id,
+      'data-args-hash': p.args_hash, 'data-turn': String(p.turn) },
+      what(p),
+      el('p', { class: 'question-text', text: p.question }),
+      el('pre', { class: 'args', text: p.arguments }),
+      el('div', { class: 'actions' },
+        el('button', { type: 'button', class: 'approve', text: 'Approve' }),
+        el('button', { type: 'button', class: 'deny', text: 'Deny' }),
+        el('span', { class: 'note', role: 'status' }))));
+  }
+
+  function addQuestion(p) {
+    if (q(pendingSel('questions', p.session, p.call_id))) return;
+    q('#questions').append(el('li', { class: 'question', 'data-session': p.session, 'data-call-id': p.call_id,
+      'data-turn': String(p.turn) },
+      what(p),
+      el('p', { class: 'question-text', text: p.question }),
+      el('form', { class: 'answer-form' },
+        el('textarea', { class: 'answer-text', rows: 2, required: true, ariaLabel: 'Answer' }),
+        el('button', { type: 'submit', class: 'answer', text: 'Answer' }),
+        el('span', { class: 'note', role: 'status' }))));
+  }
+
+  // refreshPending makes the pending lists match the server's.
+  async function refreshPending() {
+    let data;
+    try {
+      const r = await fetch('/v1/pending', { credentials: 'same-origin', headers: { Accept: 'application/json' } });
+      if (!r.ok) return;
+      data = await r.json();
+    } catch (_) {
+      return;
+    }
+    const keep = (list) => new Set(list.map((p) => p.session + '\u0000' + p.call_id));
+    const confirms = keep(data.confirmations), questions = keep(data.questions);
+    for (const li of document.querySelectorAll('#confirms li')) {
+      if (!confirms.has(li.dataset.session + '\u0000' + li.dataset.callId)) li.remove();
+    }
+    for (const li of document.querySelectorAll('#questions li')) {
+      if (!questions.has(li.dataset.session + '\u0000' + li.dataset.callId)) li.remove();
+    }
+    data.confirmations.forEach(addConfirm);
+    data.questions.forEach(addQuestion);
+    updateEmpty();
+  }
+
+  async function post(url, body) {
+    try {
+      const r = await fetch(url, { method: 'POST', credentials: 'same-origin',
+        headers: { 'Content-Type': 'application/json', Accept: 'application/json' }, body: JSON.stringify(body) });
+      let data = {};
+      try { data = await r.json(); } catch (_) { /* no body */ }
+      return { ok: r.ok, status: r.status, error: data.error || '' };
+    } catch (e) {
+      return { ok: false, status: 0, error: String(e) };
+    }
+  }
+
+  function callURL(li, what) {
+    return `/v1/sessions/${encodeURIComponent(li.dataset.session)}/${what}/${encodeURIComponent(li.dataset.callId)}`;
+  }
+
+  document.addEventListener('click', async (e) => {
+    const btn = e.target.closest('li.confirm button.approve, li.confirm button.deny');
+    if (!btn) return;
+    const li = btn.closest('li.confirm');
+    const approve = btn.classList.contains('approve');
+    li.querySelectorAll('button').forEach((b) => { b.disabled = true; });
+    const note = q('.note', li);
+    note.textContent = 'sending…';
+    const res = await post(callURL(li, 'confirm'), {
+      approve, args_hash: li.dataset.argsHash, reason: approve ? '' : 'denied on the operator page' });
+    if (res.ok) {
+      li.dataset.answered = approve ? 'approved' : 'denied';
+      note.textContent = li.dataset.answered;
+    } else if (res.status === 404 || res.status === 409) {
+      note.textContent = res.error || 'no longer pending';
+      setTimeout(() => { li.remove(); updateEmpty(); }, 1500);
+    } else {
+      note.textContent = res.error || `failed (${res.status})`;
+      li.querySelectorAll('button').forEach((b) => { b.disabled = false; });
+    }
+  });
+
+  document.addEventListener('submit', async (e) => {
+    const form = e.target.closest('form.answer-form');
+    if (!form) return;
+    e.preventDefault();
+    const li = form.closest('li.question');
+    const btn = q('button.answer', form);
+    const note = q('.note', form);
+    btn.disabled = true;
+    const res = await post(callURL(li, 'answer'), { text: q('.answer-text', form).value });
+    note.textContent = res.ok ? 'answered' : (res.error || `failed (${res.status})`);
+    if (res.ok) li.dataset.answered = 'answered';
+    else btn.disabled = false;
+  });
+
+  // Events.
+
+  function handle(ev) {
+    logEvent(ev);
+    switch (ev.event) {
+      case 'tool_call':
+        setStatus(callRow(ev, true), 'checking');
+        break;
+      case 'tool_confirm':
+        addConfirm({ session: ev.session, turn: ev.turn, call_id: ev.call_id, tool: ev.tool,
+          args_hash: ev.args_hash, arguments: ev.arguments || '', question: ev.text || '' });
+        setStatus(callRow(ev, true), 'confirm');
+        break;
+      case 'tool_call_start':
+        removePending('confirms', ev.session, ev.call_id);
+        setStatus(callRow(ev, true), 'running');
+        if (ev.tool === 'ask_user') refreshPending();
+        break;
+      case 'tool_skipped':
+      case 'tool_deduped':
+      case 'schema_returned':
+        removePending('confirms', ev.session, ev.call_id);
+        setStatus(callRow(ev, true), 'decided');
+        break;
+      case 'tool_call_end':
+        removePending('questions', ev.session, ev.call_id);
+        setStatus(callRow(ev, true), 'ended');
+        break;
+      case 'tool_result':
+        removePending('confirms', ev.session, ev.call_id);
+        removePending('questions', ev.session, ev.call_id);
+        setStatus(callRow(ev, true), ev.status, ev.text || '');
+        break;
+    }
+    updateEmpty();
+  }
+
+  function connect() {
+    const es = new EventSource('/v1/events');
+    let dropped = false;
+    es.onopen = () => {
+      setConn('live');
+      if (dropped) refreshPending();
+    };
+    es.onerror = () => {
+      dropped = true;
+      setConn(es.readyState === EventSource.CLOSED ? 'closed' : 'reconnecting');
+    };
+    for (const kind of KINDS) {
+      es.addEventListener(kind, (m) => {
+        let ev;
+        try { ev = JSON.parse(m.data); } catch (_) { return; }
+        handle(ev);
+      });
+    }
+  }
+
+  connect();
+})();

@@ -1,0 +1,26 @@
+package service
+
+import (
+	"context"
+	"errors"
+)
+
+// Sentinel errors a Replies implementation returns.
+var (
+	// ErrNoPending: no ask_user question or client call with that id is
+	// waiting in the session (answered with 404).
+	ErrNoPending = errors.New("service: no pending question or client call with that id")
+	// ErrAlreadyAnswered: the question or client call was answered before
+	// (answered with 409).
+	ErrAlreadyAnswered = errors.New("service: already answered")
+)
+
+// Replies hands answers from the API to whatever waits for them: the
+// ask_user tool's questions and the results of client tools. Implementations
+// must be safe for concurrent use.
+type Replies interface {
+	// Answer answers the ask_user question of call callID in session.
+	Answer(ctx context.Context, session, callID, text string) error
+	// ClientResult hands back the result of a client tool's call.
+	ClientResult(ctx context.Context, session, callID string, content string, isError bool) error
+}

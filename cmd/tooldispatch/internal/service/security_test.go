@@ -1,0 +1,152 @@
+package service
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+const testToken = "test-token-0123456789"
+
+// TestBearerAuth: with a token, every request but the health check needs
+// it; the page can exchange ?token= for a cookie.
+func TestBearerAuth(t *testing.T) {
+	f := newFixture(t, fixtureOpts{token: testToken})
+	f.token = "" // send credentials by hand
+	tests := []struct {
+		name   string
+		path   string
+		header http.Header
+		want   int
+	}{
+		{"no token", "/v1/sessions", nil, http.StatusUnauthorized},
+		{"wrong token", "/v1/sessions", http.Header{"Authorization": {"Bearer wrong"}}, http.StatusUnauthorized},
+		{"token prefix", "/v1/sessions", http.Header{"Authorization": {"Bearer " + testToken[:10]}}, http.StatusUnauthorized},
+		{"basic scheme", "/v1/sessions", http.Header{"Authorization": {"Basic " + testToken}}, http.StatusUnauthorized},
+		{"right token", "/v1/sessions", http.Header{"Authorization": {"Bearer " + testToken}}, http.StatusOK},
+		{"metrics need it", "/metrics", nil, http.StatusUnauthorized},
+		{"page needs it", "/", nil, http.StatusUnauthorized},
+		{"health without token", "/healthz", nil, http.StatusOK},
+		{"token cookie value is not the token", "/v1/sessions", http.Header{"Cookie": {tokenCookie + "=" + testToken}}, http.StatusUnauthorized},
+		{"page cookie", "/v1/sessions", http.Header{"Cookie": {tokenCookie + "=" + cookieValue(testToken)}}, http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := f.request(t.Context(), "GET", tt.path, nil, tt.header)
+			if resp.StatusCode != tt.want {
+				t.Fatalf("%d %s, want %d", resp.StatusCode, body, tt.want)
+			}
+			if tt.want == http.StatusUnauthorized && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("401 without WWW-Authenticate: Bearer")
+			}
+			if strings.Contains(string(body), testToken) {
+				t.Errorf("the response shows the token: %s", body)
+			}
+		})
+	}
+
+	// The page login: ?token= sets the cookie and redirects to the bare page.
+	noRedirect := *f.client
+	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := noRedirect.Get(f.url + "/?token=" + testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
+		t.Fatalf("login: %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	cookies := resp.Cookies()
+	if len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode || cookies[0].Value == testToken {
+		t.Fatalf("login cookie %+v", cookies)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", f.url+"/", nil)
+	req.AddCookie(cookies[0])
+	resp, err = f.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("page with the cookie: %d", resp.StatusCode)
+	}
+	resp, err = noRedirect.Get(f.url + "/?token=wrong")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
+		t.Errorf("login with a wrong token: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+}
+
+// TestCORS: closed by default; an allowed origin gets the headers.
+func TestCORS(t *testing.T) {
+	preflight := http.Header{"Origin": {"https://evil.example"}, "Access-Control-Request-Method": {"POST"}}
+	t.Run("closed", func(t *testing.T) {
+		f := newFixture(t, fixtureOpts{})
+		resp, body := f.request(t.Context(), "OPTIONS", "/v1/sessions/s/turns", nil, preflight)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("preflight: %d %s, want 403", resp.StatusCode, body)
+		}
+		resp, _ = f.request(t.Context(), "GET", "/v1/sessions", nil, http.Header{"Origin": {"https://evil.example"}})
+		for k := range resp.Header {
+			if strings.HasPrefix(k, "Access-Control-") {
+				t.Errorf("CORS header %s on a closed server", k)
+			}
+		}
+	})
+	t.Run("allowed origin", func(t *testing.T) {
+		f := newFixture(t, fixtureOpts{allowOrigins: []string{"https://app.example"}})
+		h := http.Header{"Origin": {"https://app.example"}, "Access-Control-Request-Method": {"POST"}}
+		resp, body := f.request(t.Context(), "OPTIONS", "/v1/sessions/s/turns", nil, h)
+		if resp.StatusCode != http.StatusNoContent || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" {
+			t.Errorf("allowed preflight: %d %v %s", resp.StatusCode, resp.Header, body)
+		}
+		resp, _ = f.request(t.Context(), "OPTIONS", "/v1/sessions/s/turns", nil, preflight)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("other origin's preflight: %d, want 403", resp.StatusCode)
+		}
+	})
+}
+
+// TestSecurityHeaders: responses forbid sniffing, framing and foreign
+// content; a server without a token answers only loopback host names.
+func TestSecurityHeaders(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	resp, body := f.do("GET", "/", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("page: %d %s", resp.StatusCode, body)
+	}
+	for k, want := range map[string]string{
+		"X-Content-Type-Options": "nosniff",
+		"Referrer-Policy":        "no-referrer",
+		"X-Frame-Options":        "DENY",
+	} {
+		if got := resp.Header.Get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	csp := resp.Header.Get("Content-Security-Policy")
+	for _, want := range []string{"default-src 'none'", "script-src 'self'", "connect-src 'self'", "frame-ancestors 'none'"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("Content-Security-Policy %q lacks %q", csp, want)
+		}
+	}
+	for _, banned := range []string{"http://", "https://", "//cdn", "fonts."} {
+		if strings.Contains(string(body), banned) {
+			t.Errorf("the page refers to %q: it must load nothing from elsewhere", banned)
+		}
+	}
+
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", f.url+"/v1/sessions", nil)
+	req.Host = "rebound.example"
+	resp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a foreign Host without a token: %d, want 403", resp.StatusCode)
+	}
+}

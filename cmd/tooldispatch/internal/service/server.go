@@ -1,0 +1,266 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"html/template"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// DefaultMaxBodyBytes is the largest request body when Options.MaxBodyBytes
+// is zero.
+const DefaultMaxBodyBytes = 8 << 20
+
+// ErrTokenRequired: ListenCheck refuses an address that is not loopback
+// without a token.
+var ErrTokenRequired = errors.New("service: listening on a non-loopback address requires a token")
+
+// Options configures a Server. Dispatcher, Registry, Store, Broker and
+// Metrics are required; the dispatcher must have been started with
+// Broker.Publish as its Events and Metrics as its Observer.
+type Options struct {
+	Dispatcher *actors.Dispatcher
+	Registry   *toolkit.Registry
+	// Store is the store the dispatcher writes; sessions are read back
+	// from it.
+	Store   cachestore.Store
+	Broker  *Broker
+	Metrics *Metrics
+	// Token, when set, is required of every request except GET /healthz,
+	// as "Authorization: Bearer <token>" (or, for the operator page, the
+	// cookie set after opening /?token=<token>). Without a token, only
+	// requests addressed to a loopback host name are served.
+	Token string
+	// AllowOrigins lists the origins (scheme://host[:port]) whose pages may
+	// call the API from a browser (CORS). Default: none.
+	AllowOrigins []string
+	// MaxBodyBytes bounds a request body. Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logger receives the service's logs (never request bodies or tokens).
+	// The zero value logs nothing.
+	Logger zerolog.Logger
+	// Replies receives answers to ask_user questions and client tool
+	// results. When nil, those endpoints answer 404.
+	Replies Replies
+}
+
+// Validate names the first bad field.
+func (o *Options) Validate() error {
+	switch {
+	case o.Dispatcher == nil:
+		return errors.New("service: Options.Dispatcher is required")
+	case o.Registry == nil:
+		return errors.New("service: Options.Registry is required")
+	case o.Store == nil:
+		return errors.New("service: Options.Store is required")
+	case o.Broker == nil:
+		return errors.New("service: Options.Broker is required")
+	case o.Metrics == nil:
+		return errors.New("service: Options.Metrics is required")
+	case o.MaxBodyBytes < 0:
+		return errors.New("service: Options.MaxBodyBytes must not be negative")
+	}
+	for _, c := range o.Token {
+		if c <= ' ' || c > '~' {
+			return errors.New("service: Options.Token must be printable ASCII without spaces")
+		}
+	}
+	for _, origin := range o.AllowOrigins {
+		if err := checkOrigin(origin); err != nil {
+			return fmt.Errorf("service: Options.AllowOrigins: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkOrigin accepts scheme://host[:port] and nothing more.
+func checkOrigin(origin string) error {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("%q is not an origin (scheme://host[:port])", origin)
+	}
+	return nil
+}
+
+// Server is the HTTP service. Its handler and its methods are safe for
+// concurrent use.
+type Server struct {
+	// immutable after New
+	opts      Options
+	log       zerolog.Logger
+	mux       *http.ServeMux
+	handler   http.Handler
+	page      *template.Template
+	tokenSum  [sha256.Size]byte // of the token, compared in constant time
+	cookieVal string            // the page cookie's value, derived from the token
+	cookieSum [sha256.Size]byte // of cookieVal
+	origins   map[string]bool
+	done      chan struct{} // closed by Shutdown: event streams end
+
+	// safe for concurrent use on their own
+	gates sessionGates
+	runs  runDecls
+
+	closingMu  sync.Mutex
+	closing    bool          // guarded by closingMu
+	streams    int           // guarded by closingMu: open event streams
+	streamsEnd chan struct{} // guarded by closingMu: closed when streams reach 0 after Shutdown
+}
+
+// New returns a server for opts. It starts no goroutines and does not
+// listen: serve Handler() with an http.Server.
+func New(opts Options) (*Server, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	s := &Server{
+		opts:    opts,
+		log:     opts.Logger.With().Str("component", "service").Logger(),
+		done:    make(chan struct{}),
+		origins: map[string]bool{},
+	}
+	for _, o := range opts.AllowOrigins {
+		s.origins[o] = true
+	}
+	if opts.Token != "" {
+		s.tokenSum = sha256.Sum256([]byte(opts.Token))
+		s.cookieVal = cookieValue(opts.Token)
+		s.cookieSum = sha256.Sum256([]byte(s.cookieVal))
+	}
+	page, err := parsePage()
+	if err != nil {
+		return nil, err
+	}
+	s.page = page
+	s.mux = s.routes()
+	s.handler = s.instrument(s.secure(s.cors(s.authenticate(http.HandlerFunc(s.route)))))
+	return s, nil
+}
+
+// routes registers every endpoint.
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/sessions/{session}/turns", s.handleTurn)
+	mux.HandleFunc("GET /v1/sessions/{session}/events", s.handleSessionEvents)
+	mux.HandleFunc("POST /v1/sessions/{session}/confirm/{call_id}", s.handleConfirm)
+	mux.HandleFunc("POST /v1/sessions/{session}/answer/{call_id}", s.handleAnswer)
+	mux.HandleFunc("POST /v1/sessions/{session}/client_result/{call_id}", s.handleClientResult)
+	mux.HandleFunc("DELETE /v1/sessions/{session}/runs/{run}", s.handleEndRun)
+	mux.HandleFunc("GET /v1/sessions/{session}", s.handleSession)
+	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
+	mux.HandleFunc("GET /v1/tools", s.handleTools)
+	mux.HandleFunc("GET /v1/events", s.handleAllEvents)
+	mux.HandleFunc("GET /v1/pending", s.handlePending)
+	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.Handle("GET /metrics", s.opts.Metrics.Handler())
+	mux.HandleFunc("GET /{$}", s.handlePage)
+	mux.HandleFunc("GET /static/{file}", s.handleStatic)
+	return mux
+}
+
+// Handler returns the service's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Shutdown makes new turn requests and event streams get 503 and ends the
+// open event streams, then waits until they have ended or ctx ends. Turns
+// already running go on: stop them with the dispatcher's Close, then shut
+// the http.Server down, which waits for their replies. Safe to call more
+// than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closingMu.Lock()
+	if !s.closing {
+		s.closing = true
+		close(s.done)
+	}
+	if s.streams == 0 {
+		s.closingMu.Unlock()
+		return nil
+	}
+	if s.streamsEnd == nil {
+		s.streamsEnd = make(chan struct{})
+	}
+	end := s.streamsEnd
+	s.closingMu.Unlock()
+	select {
+	case <-end:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// shuttingDown reports whether Shutdown was called.
+func (s *Server) shuttingDown() bool {
+	s.closingMu.Lock()
+	defer s.closingMu.Unlock()
+	return s.closing
+}
+
+// enterStream counts an event stream in; false after Shutdown.
+func (s *Server) enterStream() bool {
+	s.closingMu.Lock()
+	defer s.closingMu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.streams++
+	return true
+}
+
+// leaveStream counts an event stream out.
+func (s *Server) leaveStream() {
+	s.closingMu.Lock()
+	defer s.closingMu.Unlock()
+	s.streams--
+	if s.streams == 0 && s.streamsEnd != nil {
+		close(s.streamsEnd)
+		s.streamsEnd = nil
+	}
+}
+
+// ListenCheck refuses to serve addr (host:port) without a token unless the
+// host is a loopback address or "localhost". An empty host means every
+// interface.
+func ListenCheck(addr, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("service: listen address %q: %w", addr, err)
+	}
+	if token != "" || isLoopbackHost(host) {
+		return nil
+	}
+	if host == "" {
+		host = "every interface"
+	}
+	return fmt.Errorf("%w (address %s is %s, not loopback; set a token)", ErrTokenRequired, addr, host)
+}
+
+// isLoopbackHost reports whether host names this machine's loopback
+// interface: a loopback IP, "localhost" or a name under ".localhost".
+func isLoopbackHost(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	if i := strings.IndexByte(host, '%'); i >= 0 {
+		host = host[:i]
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,288 @@
+package service
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/messages"
+)
+
+// askUserTool is the interactive tool whose running calls wait for an
+// answer from the API.
+const askUserTool = "ask_user"
+
+// maxSummaryCalls bounds how many calls of one turn a summary keeps.
+const maxSummaryCalls = 100
+
+// Call states in a TurnSummary, before the call's status is known.
+const (
+	StateChecking = "checking" // pass 1: not decided yet
+	StateConfirm  = "confirm"  // waits for a confirmation
+	StateRunning  = "running"  // pass 2: running
+	StateEnded    = "ended"    // ran; its result is being committed
+	StateDecided  = "decided"  // pass 1 decided it; its result is being committed
+	StateDone     = "done"     // committed: Status is final
+)
+
+// PendingConfirm is a tool_confirm that waits for an answer.
+type PendingConfirm struct {
+	Session   string    `json:"session"`
+	Run       string    `json:"run"`
+	Turn      int64     `json:"turn"`
+	CallID    string    `json:"call_id"`
+	Tool      string    `json:"tool"`
+	Arguments string    `json:"arguments"`
+	ArgsHash  string    `json:"args_hash"`
+	Question  string    `json:"question"`
+	Since     time.Time `json:"since"`
+
+	seq uint64
+}
+
+// PendingQuestion is a running ask_user call that waits for an answer.
+type PendingQuestion struct {
+	Session  string    `json:"session"`
+	Run      string    `json:"run"`
+	Turn     int64     `json:"turn"`
+	CallID   string    `json:"call_id"`
+	Tool     string    `json:"tool"`
+	Question string    `json:"question"`
+	Since    time.Time `json:"since"`
+
+	seq uint64
+}
+
+// TurnSummary is what the operator page shows of one turn.
+type TurnSummary struct {
+	Session string        `json:"session"`
+	Run     string        `json:"run"`
+	Turn    int64         `json:"turn"`
+	Started time.Time     `json:"started"`
+	Calls   []CallSummary `json:"calls"`
+	// Omitted counts calls beyond the summary's bound.
+	Omitted int `json:"omitted,omitempty"`
+}
+
+// CallSummary is one call of a TurnSummary.
+type CallSummary struct {
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// State is one of the State constants; Status is set once known.
+	State  string `json:"state"`
+	Status string `json:"status,omitempty"`
+}
+
+type pendingConfirm struct {
+	PendingConfirm
+	ev *messages.Event
+}
+
+type pendingQuestion struct {
+	PendingQuestion
+	ev *messages.Event
+}
+
+// sessionLog is the broker's state of one session; guarded by Broker.mu.
+type sessionLog struct {
+	id      string
+	lastUse uint64
+
+	ring      []*messages.Event // oldest first
+	ringBytes int
+
+	subs      map[*subscriber]struct{}
+	pending   map[string]*pendingConfirm  // by call id
+	questions map[string]*pendingQuestion // by call id
+	askArgs   map[string]string           // arguments of ask_user calls not yet ended, by call id
+	turns     []*TurnSummary              // oldest first
+}
+
+func newSessionLog(id string) *sessionLog {
+	return &sessionLog{
+		id:        id,
+		subs:      map[*subscriber]struct{}{},
+		pending:   map[string]*pendingConfirm{},
+		questions: map[string]*pendingQuestion{},
+		askArgs:   map[string]string{},
+	}
+}
+
+// busy reports whether the session may not be forgotten.
+func (s *sessionLog) busy() bool {
+	return len(s.subs) > 0 || len(s.pending) > 0 || len(s.questions) > 0 || len(s.askArgs) > 0
+}
+
+// remember appends ev to the replay ring, dropping the oldest events beyond
+// the bounds.
+func (s *sessionLog) remember(ev *messages.Event, o BrokerOptions) {
+	s.ring = append(s.ring, ev)
+	s.ringBytes += eventSize(ev)
+	drop := 0
+	for len(s.ring)-drop > 1 && (len(s.ring)-drop > o.ReplayEvents || s.ringBytes > o.ReplayBytes) {
+		s.ringBytes -= eventSize(s.ring[drop])
+		s.ring[drop] = nil
+		drop++
+	}
+	if drop > 0 {
+		s.ring = s.ring[drop:]
+	}
+	if cap(s.ring) > 2*o.ReplayEvents {
+		s.ring = append([]*messages.Event(nil), s.ring...)
+	}
+}
+
+func eventSize(ev *messages.Event) int {
+	return 128 + len(ev.GetText()) + len(ev.GetArguments())
+}
+
+// since returns the recorded events after seq.
+func (s *sessionLog) since(seq uint64) []*messages.Event {
+	var out []*messages.Event
+	for _, ev := range s.ring {
+		if ev.GetSeq() > seq {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// pendingEvents returns the events that asked what is still pending, after
+// seq, in sequence order.
+func (s *sessionLog) pendingEvents(seq uint64) []*messages.Event {
+	var out []*messages.Event
+	for _, p := range s.pending {
+		if p.ev.GetSeq() > seq {
+			out = append(out, p.ev)
+		}
+	}
+	for _, q := range s.questions {
+		if q.ev.GetSeq() > seq {
+			out = append(out, q.ev)
+		}
+	}
+	return mergeBySeq(nil, out)
+}
+
+// track updates the pending confirmations and questions and the turn
+// summaries with one event.
+func (s *sessionLog) track(ev *messages.Event, recentTurns int) {
+	since := eventTime(ev)
+	c := s.call(ev, since, recentTurns)
+	switch ev.GetKind() {
+	case actors.EventToolCall:
+		if ev.GetTool() == askUserTool {
+			s.askArgs[ev.GetCallId()] = ev.GetArguments()
+		}
+		setState(c, StateChecking, "")
+	case actors.EventToolConfirm:
+		s.pending[ev.GetCallId()] = &pendingConfirm{ev: ev, PendingConfirm: PendingConfirm{
+			Session: ev.GetSession(), Run: ev.GetRun(), Turn: ev.GetTurn(), CallID: ev.GetCallId(),
+			Tool: ev.GetTool(), Arguments: ev.GetArguments(), ArgsHash: ev.GetArgsHash(),
+			Question: ev.GetText(), Since: since, seq: ev.GetSeq(),
+		}}
+		setState(c, StateConfirm, "")
+	case actors.EventToolCallStart:
+		s.unpend(ev)
+		if ev.GetTool() == askUserTool {
+			s.questions[ev.GetCallId()] = &pendingQuestion{ev: ev, PendingQuestion: PendingQuestion{
+				Session: ev.GetSession(), Run: ev.GetRun(), Turn: ev.GetTurn(), CallID: ev.GetCallId(),
+				Tool: ev.GetTool(), Question: questionText(s.askArgs[ev.GetCallId()]), Since: since, seq: ev.GetSeq(),
+			}}
+		}
+		setState(c, StateRunning, "")
+	case actors.EventToolSkipped, actors.EventToolDeduped, actors.EventSchemaReturned:
+		s.unpend(ev)
+		setState(c, StateDecided, "")
+	case actors.EventToolCallEnd:
+		s.unask(ev)
+		setState(c, StateEnded, ev.GetStatus())
+	case actors.EventToolResult:
+		s.unpend(ev)
+		s.unask(ev)
+		setState(c, StateDone, ev.GetStatus())
+	}
+}
+
+// unpend removes the call's pending confirmation.
+func (s *sessionLog) unpend(ev *messages.Event) {
+	if p, ok := s.pending[ev.GetCallId()]; ok && p.Turn == ev.GetTurn() {
+		delete(s.pending, ev.GetCallId())
+	}
+}
+
+// unask removes the call's pending question.
+func (s *sessionLog) unask(ev *messages.Event) {
+	if q, ok := s.questions[ev.GetCallId()]; ok && q.Turn == ev.GetTurn() {
+		delete(s.questions, ev.GetCallId())
+	}
+	delete(s.askArgs, ev.GetCallId())
+}
+
+// call returns the summary of the event's call, creating the turn and the
+// call as needed; nil for events without a call or beyond the bound.
+func (s *sessionLog) call(ev *messages.Event, since time.Time, recentTurns int) *CallSummary {
+	if ev.GetCallId() == "" {
+		return nil
+	}
+	var t *TurnSummary
+	for i := len(s.turns) - 1; i >= 0; i-- {
+		if s.turns[i].Turn == ev.GetTurn() {
+			t = s.turns[i]
+			break
+		}
+	}
+	if t == nil {
+		t = &TurnSummary{Session: ev.GetSession(), Run: ev.GetRun(), Turn: ev.GetTurn(), Started: since}
+		s.turns = append(s.turns, t)
+		if len(s.turns) > recentTurns {
+			s.turns[0] = nil
+			s.turns = s.turns[1:]
+		}
+	}
+	// Results come in call order, so the call is usually near the end.
+	for i := len(t.Calls) - 1; i >= 0; i-- {
+		if t.Calls[i].CallID == ev.GetCallId() {
+			return &t.Calls[i]
+		}
+	}
+	if ev.GetKind() != actors.EventToolCall {
+		return nil
+	}
+	if len(t.Calls) >= maxSummaryCalls {
+		t.Omitted++
+		return nil
+	}
+	t.Calls = append(t.Calls, CallSummary{CallID: ev.GetCallId(), Tool: ev.GetTool()})
+	return &t.Calls[len(t.Calls)-1]
+}
+
+func setState(c *CallSummary, state, status string) {
+	if c == nil || c.State == StateDone {
+		return
+	}
+	c.State = state
+	if status != "" {
+		c.Status = status
+	}
+}
+
+// eventTime is the event's stamp, or now when it has none.
+func eventTime(ev *messages.Event) time.Time {
+	if ns := ev.GetTimeUnixNano(); ns != 0 {
+		return time.Unix(0, ns).UTC()
+	}
+	return time.Now().UTC()
+}
+
+// questionText takes the question out of ask_user's arguments; arguments
+// of another shape are shown as they are.
+func questionText(args string) string {
+	var a struct {
+		Question string `json:"question"`
+	}
+	if json.Unmarshal([]byte(args), &a) == nil && a.Question != "" {
+		return a.Question
+	}
+	return args
+}

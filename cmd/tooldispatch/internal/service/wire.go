@@ -1,0 +1,298 @@
+package service
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tooldispatch/tooldispatch/messages"
+)
+
+// Wire shapes of requests. Decoding rejects unknown fields; the message
+// accepts the fields of an OpenAI assistant message the dispatcher has no
+// use for, so a model's reply can be posted as it came.
+type (
+	turnRequest struct {
+		Run             string            `json:"run"`
+		Provider        string            `json:"provider"`
+		Message         *wireMessage      `json:"message"`
+		ClientTools     *[]wireClientTool `json:"client_tools"`
+		TurnID          string            `json:"turn_id"`
+		Approve         string            `json:"approve"`
+		Exclude         *[]string         `json:"exclude"`
+		AutoLoadSchemas bool              `json:"auto_load_schemas"`
+	}
+	wireMessage struct {
+		Role      string          `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		ToolCalls []wireToolCall  `json:"tool_calls"`
+		// Accepted and not used.
+		Name             json.RawMessage `json:"name"`
+		Refusal          json.RawMessage `json:"refusal"`
+		Annotations      json.RawMessage `json:"annotations"`
+		Audio            json.RawMessage `json:"audio"`
+		FunctionCall     json.RawMessage `json:"function_call"`
+		ReasoningContent json.RawMessage `json:"reasoning_content"`
+	}
+	wireToolCall struct {
+		Index    json.RawMessage `json:"index"` // accepted and not used
+		ID       string          `json:"id"`
+		Type     string          `json:"type"`
+		Function *wireFunction   `json:"function"`
+	}
+	wireFunction struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	wireClientTool struct {
+		Type     string            `json:"type"`
+		Function *wireFunctionSpec `json:"function"`
+	}
+	wireFunctionSpec struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+		Strict      json.RawMessage `json:"strict"` // accepted and not used
+	}
+	wireContentPart struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+
+	confirmRequest struct {
+		Approve  *bool  `json:"approve"`
+		Reason   string `json:"reason"`
+		ArgsHash string `json:"args_hash"`
+	}
+	answerRequest struct {
+		Text *string `json:"text"`
+	}
+	clientResultRequest struct {
+		Content *string `json:"content"`
+		IsError bool    `json:"is_error"`
+	}
+)
+
+// Wire shapes of replies.
+type (
+	turnReply struct {
+		Turn     int64         `json:"turn"`
+		Messages []toolMessage `json:"messages"`
+		Replayed bool          `json:"replayed,omitempty"`
+	}
+	turnFailure struct {
+		Error string `json:"error"`
+		// Code is the status code, in the error event of a streamed turn.
+		Code     int           `json:"code,omitempty"`
+		Turn     int64         `json:"turn,omitempty"`
+		Messages []toolMessage `json:"messages,omitempty"`
+	}
+	toolMessage struct {
+		Role       string `json:"role"`
+		ToolCallID string `json:"tool_call_id"`
+		Name       string `json:"name"`
+		Status     string `json:"status"`
+		Content    string `json:"content"`
+		Injected   string `json:"injected,omitempty"`
+	}
+	assistantMessage struct {
+		Role      string     `json:"role"`
+		Content   string     `json:"content"`
+		ToolCalls []toolCall `json:"tool_calls,omitempty"`
+	}
+	toolCall struct {
+		ID       string       `json:"id"`
+		Type     string       `json:"type"`
+		Function functionCall `json:"function"`
+	}
+	functionCall struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	}
+	sessionReply struct {
+		Tools         []toolMessage `json:"tools"`
+		ToolHistories []any         `json:"tool_histories"`
+	}
+	eventData struct {
+		Event     string `json:"event"`
+		Session   string `json:"session"`
+		Run       string `json:"run,omitempty"`
+		Turn      int64  `json:"turn,omitempty"`
+		CallID    string `json:"call_id,omitempty"`
+		Tool      string `json:"tool,omitempty"`
+		Seq       uint64 `json:"seq"`
+		Time      string `json:"time,omitempty"`
+		Text      string `json:"text,omitempty"`
+		Status    string `json:"status,omitempty"`
+		ArgsHash  string `json:"args_hash,omitempty"`
+		Arguments string `json:"arguments,omitempty"`
+		Injected  string `json:"injected,omitempty"`
+	}
+)
+
+func toolMessageJSON(m *messages.ToolMessage) toolMessage {
+	role := m.GetRole()
+	if role == "" {
+		role = "tool"
+	}
+	return toolMessage{Role: role, ToolCallID: m.GetToolCallId(), Name: m.GetName(),
+		Status: m.GetStatus(), Content: m.GetContent(), Injected: m.GetInjected()}
+}
+
+func toolMessagesJSON(ms []*messages.ToolMessage) []toolMessage {
+	out := make([]toolMessage, len(ms))
+	for i, m := range ms {
+		out[i] = toolMessageJSON(m)
+	}
+	return out
+}
+
+func assistantJSON(m *messages.AssistantMessage) assistantMessage {
+	out := assistantMessage{Role: m.GetRole(), Content: m.GetContent()}
+	if out.Role == "" {
+		out.Role = "assistant"
+	}
+	for _, c := range m.GetToolCalls() {
+		out.ToolCalls = append(out.ToolCalls, toolCall{ID: c.GetId(), Type: c.GetType(),
+			Function: functionCall{Name: c.GetFunction().GetName(), Arguments: c.GetFunction().GetArguments()}})
+	}
+	return out
+}
+
+// sessionJSON is a session as GET /v1/sessions/{session} returns it: the
+// tool messages in order, and per turn its assistant message followed by
+// its tool messages.
+func sessionJSON(turns []*messages.TurnRecord) sessionReply {
+	out := sessionReply{Tools: []toolMessage{}, ToolHistories: []any{}}
+	for _, t := range turns {
+		out.ToolHistories = append(out.ToolHistories, assistantJSON(t.GetAssistant()))
+		for _, m := range t.GetToolMessages() {
+			tm := toolMessageJSON(m)
+			out.Tools = append(out.Tools, tm)
+			out.ToolHistories = append(out.ToolHistories, tm)
+		}
+	}
+	return out
+}
+
+func eventJSON(ev *messages.Event) eventData {
+	d := eventData{
+		Event: ev.GetKind(), Session: ev.GetSession(), Run: ev.GetRun(), Turn: ev.GetTurn(),
+		CallID: ev.GetCallId(), Tool: ev.GetTool(), Seq: ev.GetSeq(),
+		Text: ev.GetText(), Status: ev.GetStatus(), ArgsHash: ev.GetArgsHash(),
+		Arguments: ev.GetArguments(), Injected: ev.GetInjected(),
+	}
+	if ns := ev.GetTimeUnixNano(); ns != 0 {
+		d.Time = time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
+	}
+	return d
+}
+
+// assistantFromWire converts a decoded assistant message.
+func assistantFromWire(m *wireMessage) (*messages.AssistantMessage, error) {
+	if m.Role != "" && m.Role != "assistant" {
+		return nil, fmt.Errorf("message.role is %q: a turn is an assistant message", m.Role)
+	}
+	content, err := contentText(m.Content)
+	if err != nil {
+		return nil, fmt.Errorf("message.content %w", err)
+	}
+	out := &messages.AssistantMessage{Role: "assistant", Content: content}
+	for i, c := range m.ToolCalls {
+		tc := &messages.ToolCall{Id: c.ID, Type: c.Type, Function: &messages.FunctionCall{}}
+		if tc.Type == "" {
+			tc.Type = "function"
+		}
+		if c.Function != nil {
+			tc.Function.Name = c.Function.Name
+			args, err := argumentsText(c.Function.Arguments)
+			if err != nil {
+				return nil, fmt.Errorf("message.tool_calls[%d].function.arguments: %w", i, err)
+			}
+			tc.Function.Arguments = args
+		}
+		out.ToolCalls = append(out.ToolCalls, tc)
+	}
+	return out, nil
+}
+
+// contentText accepts the content of an assistant message: a string, null,
+// or an array of content parts whose text parts are joined.
+func contentText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "", nil
+	case raw[0] == '"':
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	case raw[0] == '[':
+		var parts []wireContentPart
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return "", errors.New(`must be a string, null or an array of content parts ({"type":"text","text":…})`)
+		}
+		var texts []string
+		for _, p := range parts {
+			if p.Type == "text" {
+				texts = append(texts, p.Text)
+			}
+		}
+		return strings.Join(texts, "\n"), nil
+	}
+	return "", errors.New("must be a string, null or an array of content parts")
+}
+
+// argumentsText returns a call's arguments as the JSON text the dispatcher
+// takes: a JSON string as it is, any other value compacted (key order and
+// duplicate keys kept, so the dispatcher's strict parser sees them; a value
+// that is not an object is refused for that call alone), null as "".
+func argumentsText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "", nil
+	case raw[0] == '"':
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// clientSpecs converts client tools in the OpenAI function-tool shape.
+func clientSpecs(tools []wireClientTool) ([]*messages.ToolSpec, error) {
+	out := make([]*messages.ToolSpec, 0, len(tools))
+	for i, ct := range tools {
+		if ct.Type != "" && ct.Type != "function" {
+			return nil, fmt.Errorf("client_tools[%d].type must be \"function\", not %q", i, ct.Type)
+		}
+		if ct.Function == nil {
+			return nil, fmt.Errorf(`client_tools[%d] has no function: the shape is {"type":"function","function":{"name","description","parameters"}}`, i)
+		}
+		if ct.Function.Name == "" {
+			return nil, fmt.Errorf("client_tools[%d].function.name is empty", i)
+		}
+		spec := &messages.ToolSpec{Name: ct.Function.Name, Description: ct.Function.Description}
+		switch p := bytes.TrimSpace(ct.Function.Parameters); {
+		case len(p) == 0 || string(p) == "null":
+		case p[0] == '{':
+			var b bytes.Buffer
+			if err := json.Compact(&b, p); err != nil {
+				return nil, fmt.Errorf("client_tools[%d].function.parameters: %w", i, err)
+			}
+			spec.Parameters = b.String()
+		default:
+			return nil, fmt.Errorf("client_tools[%d].function.parameters must be a JSON Schema object", i)
+		}
+		out = append(out, spec)
+	}
+	return out, nil
+}
