@@ -24,6 +24,10 @@ const (
 	// dataDirName is the data directory inside the workspace when --data is
 	// not given.
 	dataDirName = ".tooldispatch"
+	// defaultAddr is where serve listens.
+	defaultAddr = "127.0.0.1:8723"
+	// defaultGrace is how long serve lets running turns finish on shutdown.
+	defaultGrace = 30 * time.Second
 	// maxIDLen is the longest session, run or turn id the dispatcher takes.
 	maxIDLen = 256
 )
@@ -51,6 +55,12 @@ type options struct {
 	// tools
 	all bool
 
+	// serve
+	addr         string
+	token        string
+	allowOrigins string
+	grace        time.Duration
+
 	// args are the positional arguments.
 	args []string
 }
@@ -60,6 +70,7 @@ var commandUsage = map[string]string{
 	"run":     "run [flags] [FILE|-]\n\nDispatch the turns read from FILE (stdin when absent or -) and print events\nand results as JSON Lines.",
 	"tools":   "tools [flags]\n\nPrint the tools array and the turn-context text --provider gets at the start\nof a run, or with --all every registered tool with its schema and flags.",
 	"session": "session [flags]\n\nPrint the persisted session --session: {\"tools\":[…],\"tool_histories\":[…]}.",
+	"serve":   "serve [flags]\n\nServe the HTTP API, the live event streams, the operator page at / and\n/metrics (SPEC section 11).",
 }
 
 // parseFlags parses the flags of cmd. Errors are exitErrors with status 2
@@ -89,6 +100,13 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 		fs.DurationVar(&o.confirmTimeout, "confirm-timeout", 0, "wait at most `DURATION` (e.g. 30s) for the answer to a confirmation, then skip the call (default 5m)")
 	case "tools":
 		fs.BoolVar(&o.all, "all", false, "print every registered tool with its full schema and flags")
+	case "serve":
+		fs.StringVar(&o.addr, "addr", defaultAddr, "listen on `ADDR`; anything but loopback needs --token")
+		fs.StringVar(&o.token, "token", "", "bearer `TOKEN` every request needs (default from $TOOLDISPATCH_TOKEN)")
+		fs.StringVar(&o.allowOrigins, "allow-origin", "", "comma-separated `ORIGINS` allowed by CORS (default: none)")
+		fs.BoolVar(&o.fsync, "fsync", false, "fsync every commit, so committed turns survive a power loss")
+		fs.DurationVar(&o.confirmTimeout, "confirm-timeout", 0, "wait at most `DURATION` for the answer to a confirmation, then skip the call (default 5m)")
+		fs.DurationVar(&o.grace, "grace", defaultGrace, "on SIGTERM/SIGINT, let running turns finish for `DURATION`, then cancel them")
 	}
 
 	rest, err := parseInterspersed(fs, args)

@@ -62,7 +62,8 @@ func TestUsageErrors(t *testing.T) {
 		wantStderr []string
 	}{
 		{name: "no command", args: nil, wantCode: exitUsage, wantStderr: []string{"Usage:"}},
-		{name: "unknown command", args: []string{"serve"}, wantCode: exitUsage, wantStderr: []string{`unknown command "serve"`, "Usage:"}},
+		{name: "unknown command", args: []string{"frobnicate"}, wantCode: exitUsage, wantStderr: []string{`unknown command "frobnicate"`, "Usage:"}},
+		{name: "serve on a public address without a token", args: []string{"serve", "--addr", "0.0.0.0:0"}, wantCode: exitUsage, wantStderr: []string{"--addr 0.0.0.0:0"}},
 		{name: "unknown flag", args: []string{"run", "--bogus"}, wantCode: exitUsage, wantStderr: []string{"-bogus", "Usage: tooldispatch run", "--approve"}},
 		{name: "flag of another command", args: []string{"session", "--all"}, wantCode: exitUsage, wantStderr: []string{"Usage: tooldispatch session"}},
 		{name: "bad approve", args: []string{"run", "--approve", "maybe"}, wantCode: exitUsage, wantStderr: []string{"--approve must be ask, all or none"}},
@@ -101,8 +102,8 @@ func TestHelpCommand(t *testing.T) {
 			t.Errorf("usage does not contain %q", s)
 		}
 	}
-	if strings.Contains(stdout.String(), "serve") {
-		t.Error("usage lists serve, which does not exist yet")
+	if !strings.Contains(stdout.String(), "tooldispatch serve") {
+		t.Error("usage does not list serve")
 	}
 }
 

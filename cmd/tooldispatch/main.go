@@ -38,6 +38,7 @@ const usageText = `Usage:
   tooldispatch run     [flags] [FILE|-]   dispatch turns read from FILE or stdin, print JSON Lines
   tooldispatch tools   [flags]            print the tools array and the turn-context text a provider gets
   tooldispatch session [flags]            print a persisted session: {"tools":[…],"tool_histories":[…]}
+  tooldispatch serve   [flags]            HTTP service, default address 127.0.0.1:8723
 
 Run "tooldispatch COMMAND -h" for the flags of a command.
 
@@ -105,6 +106,8 @@ func (e *env) main(args []string) int {
 		err = e.cmdTools(rest)
 	case "session":
 		err = e.cmdSession(rest)
+	case "serve":
+		err = e.cmdServe(rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(e.stdout, usageText)
 		return exitOK
@@ -130,6 +133,15 @@ func (e *exitError) Error() string {
 }
 
 func (e *exitError) Unwrap() error { return e.err }
+
+// signalExit is the exit status after signal s: 143 for SIGTERM, 130
+// otherwise.
+func signalExit(s os.Signal) int {
+	if s == syscall.SIGTERM {
+		return exitSIGTERM
+	}
+	return exitSIGINT
+}
 
 // failf returns an exitError with code and a formatted message.
 func failf(code int, format string, args ...any) error {

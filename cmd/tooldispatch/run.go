@@ -9,7 +9,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/rs/zerolog"
 
@@ -243,11 +242,7 @@ read:
 	// Otherwise the reader is blocked reading the process's stdin; it ends
 	// with the process, which is about to exit.
 	if s := stopSignals(); s != nil {
-		code := exitSIGINT
-		if s == syscall.SIGTERM {
-			code = exitSIGTERM
-		}
-		return failf(code, "stopped by signal (%v): no more turns are read; a turn that was running was canceled, and its results are committed and printed", s)
+		return failf(signalExit(s), "stopped by signal (%v): no more turns are read; a turn that was running was canceled, and its results are committed and printed", s)
 	}
 	return err
 }
@@ -277,11 +272,7 @@ func (r *runner) watchSignals(cancel context.CancelFunc) (stop func() os.Signal)
 		case s := <-sigs:
 			fmt.Fprintf(r.e.stderr, "tooldispatch: second signal (%v): exiting without waiting\n", s)
 			if r.e.exitNow != nil {
-				code := exitSIGINT
-				if s == syscall.SIGTERM {
-					code = exitSIGTERM
-				}
-				r.e.exitNow(code)
+				r.e.exitNow(signalExit(s))
 			}
 		case <-quit:
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/internal/service"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
@@ -73,10 +74,11 @@ func openStore(dir string, create, fsync bool, log zerolog.Logger) (*cachestore.
 // stack is what run works with: the workspace, the store, the registry and
 // the dispatcher, opened in that order and closed in reverse.
 type stack struct {
-	ws    *builtin.Workspace
-	store cachestore.Store
-	reg   *toolkit.Registry
-	disp  *actors.Dispatcher
+	ws      *builtin.Workspace
+	store   cachestore.Store
+	reg     *toolkit.Registry
+	disp    *actors.Dispatcher
+	metrics *service.Metrics // serve only
 }
 
 // openStack opens everything run needs. events receives the dispatcher's
@@ -96,7 +98,13 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 	// File versions live in the store, so restore_file works across
 	// invocations.
 	s.reg = newRegistry(ws, builtin.StoreVersions(store), o.shell, log)
+	var observer toolkit.Observer
+	if o.cmd == "serve" {
+		s.metrics = service.NewMetrics(s.reg)
+		observer = s.metrics
+	}
 	s.disp, err = actors.New(actors.Config{
+		Observer:       observer,
 		Registry:       s.reg,
 		Store:          store,
 		Logger:         log,

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/internal/service"
+)
+
+// readHeaderTimeout bounds how long a client may take to send its headers.
+const readHeaderTimeout = 10 * time.Second
+
+// cmdServe implements "tooldispatch serve": the HTTP API of SPEC section 11
+// until SIGTERM or SIGINT, then a graceful shutdown: new turns get 503,
+// running turns finish within --grace or are canceled, every call's result
+// is committed, and Badger is closed cleanly.
+func (e *env) cmdServe(args []string) error {
+	o, err := e.parseFlags("serve", args)
+	if err != nil {
+		return err
+	}
+	if o.token == "" {
+		o.token = os.Getenv("TOOLDISPATCH_TOKEN")
+	}
+	if err := service.ListenCheck(o.addr, o.token); err != nil {
+		return failf(exitUsage, "--addr %s: %v", o.addr, err)
+	}
+	if o.approve == "" {
+		o.approve = actors.ApproveAsk
+	}
+	log := newLogger(e.stderr, o.logLevel)
+	broker := service.NewBroker(service.BrokerOptions{})
+	st, err := openStack(o, log, broker.Publish)
+	if err != nil {
+		return err
+	}
+	defer st.close(log)
+	srv, err := service.New(service.Options{
+		Dispatcher: st.disp, Registry: st.reg, Store: st.store, Broker: broker, Metrics: st.metrics,
+		Token: o.token, AllowOrigins: splitList(o.allowOrigins), Logger: log, Replies: dispatcherReplies{st.disp},
+	})
+	if err != nil {
+		return failf(exitFailure, "starting the service: %v", err)
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return failf(exitFailure, "listening on %s: %v", o.addr, err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, ErrorLog: nil}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	fmt.Fprintf(e.stderr, "tooldispatch: serving on http://%s (data %s)\n", ln.Addr(), o.data)
+
+	var sigs <-chan os.Signal
+	if e.notify != nil {
+		c, stop := e.notify()
+		defer stop()
+		sigs = c
+	}
+	code := exitOK
+	select {
+	case err := <-served:
+		return failf(exitFailure, "serving: %v", err)
+	case s := <-sigs:
+		code = signalExit(s)
+		log.Info().Str("signal", s.String()).Msg("shutting down")
+	}
+	// Stop taking turns and end event streams, let running turns finish
+	// within the grace period (then cancel them: their results still
+	// commit), then let their HTTP replies go out.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), o.grace+closeGrace)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	graceCtx, cancelGrace := context.WithTimeout(context.Background(), o.grace)
+	closeErr := st.disp.Close(graceCtx)
+	cancelGrace()
+	if err := hs.Shutdown(shutdownCtx); err != nil {
+		log.Warn().Err(err).Msg("closing HTTP connections")
+	}
+	<-served
+	if closeErr != nil {
+		log.Error().Err(closeErr).Msg("closing the dispatcher")
+	}
+	return &exitError{code: code}
+}
+
+// dispatcherReplies answers ask_user questions and client calls through the
+// dispatcher.
+type dispatcherReplies struct{ d *actors.Dispatcher }
+
+func (r dispatcherReplies) Answer(ctx context.Context, session, callID, text string) error {
+	return mapReplyErr(r.d.Answer(ctx, session, callID, text, false))
+}
+
+func (r dispatcherReplies) ClientResult(ctx context.Context, session, callID, content string, isError bool) error {
+	return mapReplyErr(r.d.ClientResult(ctx, session, callID, content, isError))
+}
+
+func mapReplyErr(err error) error {
+	switch {
+	case errors.Is(err, actors.ErrNoPending):
+		return service.ErrNoPending
+	case errors.Is(err, actors.ErrAlreadyAnswered):
+		return service.ErrAlreadyAnswered
+	}
+	return err
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
