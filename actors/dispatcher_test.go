@@ -262,3 +262,15 @@ func TestTurnIDReplays(t *testing.T) {
 		t.Fatalf("replay: %+v, ran %d times", r2, h.p.count("w"))
 	}
 }
+
+func TestNoDedupToolsAlwaysRun(t *testing.T) {
+	h := newHarness(t, nil)
+	r := h.dispatch(turn("s1", "r1", call("a", "fresh", `{"x":"1"}`), call("b", "fresh", `{"x":"1"}`)))
+	r2 := h.dispatch(turn("s1", "r1", call("c", "fresh", `{"x":"1"}`)))
+	if diff := cmp.Diff([]string{"a=ok", "b=ok", "c=ok"}, append(statuses(r), statuses(r2)...)); diff != "" {
+		t.Fatalf("(-want +got):\n%s", diff)
+	}
+	if n := h.p.count("a") + h.p.count("b") + h.p.count("c"); n != 3 {
+		t.Fatalf("ran %d times, want 3", n)
+	}
+}

@@ -118,6 +118,13 @@ func testRegistry(p *probe) *toolkit.Registry {
 			defer p.leave(c.ID)
 			return toolkit.Result{Content: "read " + c.Args.String("path")}, nil
 		}})
+	reg.Register(toolkit.Tool{Name: "fresh", Description: "Never de-duplicated.", Schema: json.RawMessage(objSchema),
+		Concurrent: true, ReadOnly: true, NoDedup: true,
+		Handler: func(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
+			p.enter(c.ID)
+			defer p.leave(c.ID)
+			return toolkit.Result{Content: "fresh"}, nil
+		}})
 	reg.Register(toolkit.Tool{Name: "boom", Description: "Panics.", Concurrent: true, ReadOnly: true,
 		Handler: func(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
 			p.enter(c.ID)

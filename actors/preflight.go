@@ -181,17 +181,19 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 	}
 	// 8. De-duplication.
 	p.argsHash = args.Hash()
-	p.dedupKey = toolkit.DedupKey(p.name, args)
 	p.readOnly = tool.IsReadOnly(args)
-	if e, ok := in.runState.Dedup[p.dedupKey]; ok && !a.invalid[p.dedupKey] {
-		return a.decide(p, toolkit.StatusDeduped, e.Content), false
+	if !tool.NoDedup {
+		p.dedupKey = toolkit.DedupKey(p.name, args)
+		if e, ok := in.runState.Dedup[p.dedupKey]; ok && !a.invalid[p.dedupKey] {
+			return a.decide(p, toolkit.StatusDeduped, e.Content), false
+		}
+		if first, ok := a.inTurn[p.dedupKey]; ok {
+			p.dupOf = first.idx
+			in.em.call(EventToolDeduped, p.id, p.name)
+			return p, false
+		}
+		a.inTurn[p.dedupKey] = p
 	}
-	if first, ok := a.inTurn[p.dedupKey]; ok {
-		p.dupOf = first.idx
-		in.em.call(EventToolDeduped, p.id, p.name)
-		return p, false
-	}
-	a.inTurn[p.dedupKey] = p
 	// 9. Confirm gate.
 	if p.readOnly {
 		return p, false

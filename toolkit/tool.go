@@ -171,6 +171,9 @@ type Tool struct {
 	// StaleOnMutation marks entries of this tool as invalidated by any
 	// successful mutating call (find_files, run_command).
 	StaleOnMutation bool
+	// NoDedup: every call runs, even a repeat of one that succeeded in the
+	// run (questions to the human, searches of a history that grows).
+	NoDedup bool
 }
 
 // IsReadOnly applies the tool's confirm policy to canonical arguments.

@@ -1,0 +1,13 @@
+// Package memory holds the tools that let a model remember: the error memory
+// (write_error, error_history, and PastFixes, which the dispatcher consults
+// for every failed call) and chat_history, a keyword search over the
+// session's committed turns.
+//
+// Error records are kept per workspace, in the cachestore KV namespace
+// "errors/<hash of the workspace directory>", so two projects never see each
+// other's fixes. chat_history reads the session's turns through
+// cachestore.Store.Turns and writes nothing.
+//
+// The package knows nothing of actors: it sees the store through the
+// cachestore.Store interface and the calls through toolkit.Call.
+package memory

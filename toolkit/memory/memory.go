@@ -1,0 +1,250 @@
+package memory
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// Keys inside a workspace's namespace.
+const (
+	// recordPrefix starts every record's key; the sequence number follows,
+	// zero-padded so that key order is id order.
+	recordPrefix = "rec/"
+	// seqKey holds the highest sequence number handed out, so that a second
+	// Memory over the same store and workspace notices new records.
+	seqKey = "seq"
+	// nsPrefix starts the namespace of a workspace's records.
+	nsPrefix = "errors/"
+)
+
+// Outcomes of a recorded error.
+const (
+	OutcomeResolved  = "resolved"
+	OutcomeFailed    = "failed"
+	OutcomeAbandoned = "abandoned"
+)
+
+// Memory is the error memory of one workspace, plus chat_history. Records
+// are cached in memory after the first use and the cache is updated on every
+// write, so PastFixes costs no store access in the common case.
+//
+// A Memory is safe for concurrent use. It should be the only one writing its
+// workspace's records in its store; a second one over the same store and
+// workspace notices the other's writes when it writes itself.
+type Memory struct {
+	// immutable after New
+	store cachestore.Store
+	dir   string // absolute workspace directory
+	ns    string // KV namespace of the workspace's records
+	now   func() time.Time
+
+	mu      sync.RWMutex
+	loaded  bool               // guarded by mu
+	records []*record          // guarded by mu; in id order
+	byID    map[string]*record // guarded by mu; by upper-case id ("E12")
+	lastSeq int64              // guarded by mu
+}
+
+// New returns the error memory of the workspace in workspaceDir, kept in
+// store. workspaceDir is made absolute and its symlinks resolved (when it
+// exists), so different spellings of one directory share one memory. New
+// reads nothing yet: records load on first use.
+func New(store cachestore.Store, workspaceDir string) *Memory {
+	if store == nil {
+		panic("memory: New needs a store")
+	}
+	dir := canonicalDir(workspaceDir)
+	return &Memory{store: store, dir: dir, ns: Namespace(dir), now: time.Now}
+}
+
+// Namespace returns the cachestore KV namespace that holds the error records
+// of the workspace in dir (as given; New canonicalises it first).
+func Namespace(dir string) string {
+	sum := sha256.Sum256([]byte(dir))
+	return nsPrefix + hex.EncodeToString(sum[:16])
+}
+
+func canonicalDir(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if resolved, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = resolved
+	}
+	return filepath.Clean(dir)
+}
+
+// Dir returns the workspace directory the memory belongs to.
+func (m *Memory) Dir() string { return m.dir }
+
+// Tools returns write_error, error_history and chat_history, in name order.
+func (m *Memory) Tools() []toolkit.Tool {
+	return []toolkit.Tool{m.chatHistoryTool(), m.errorHistoryTool(), m.writeErrorTool()}
+}
+
+// Register adds the memory's tools to reg. Like toolkit.Registry.Register,
+// it panics on a registration mistake.
+func (m *Memory) Register(reg *toolkit.Registry) {
+	for _, t := range m.Tools() {
+		reg.Register(t)
+	}
+}
+
+// record is one remembered error, as stored (JSON).
+type record struct {
+	Seq     int64     `json:"seq"`
+	Tool    string    `json:"tool"`
+	Symptom string    `json:"symptom"`
+	Cause   string    `json:"cause,omitempty"`
+	Action  string    `json:"action"`
+	Outcome string    `json:"outcome"`
+	Tags    []string  `json:"tags,omitempty"`
+	Time    time.Time `json:"time"`
+	Session string    `json:"session,omitempty"`
+	Run     string    `json:"run,omitempty"`
+
+	// derived when loaded or written, not stored
+	symptomKW keywordSet
+	causeKW   keywordSet
+	actionKW  keywordSet
+	tagKW     keywordSet
+}
+
+// id is the record's id as the model sees it.
+func (r *record) id() string { return "E" + strconv.FormatInt(r.Seq, 10) }
+
+func (r *record) index() {
+	r.symptomKW = newKeywordSet(r.Symptom)
+	r.causeKW = newKeywordSet(r.Cause)
+	r.actionKW = newKeywordSet(r.Action)
+	r.tagKW = newKeywordSet(r.Tags...)
+}
+
+func recordKey(seq int64) string { return fmt.Sprintf("%s%012d", recordPrefix, seq) }
+
+// snapshot returns the cached records, loading them on first use. The slice
+// is shared and only ever appended to under mu: callers must not modify it.
+func (m *Memory) snapshot(ctx context.Context) ([]*record, error) {
+	m.mu.RLock()
+	if m.loaded {
+		recs := m.records
+		m.mu.RUnlock()
+		return recs, nil
+	}
+	m.mu.RUnlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.loaded {
+		if err := m.loadLocked(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return m.records, nil
+}
+
+// loadLocked reads every record of the workspace into the cache.
+func (m *Memory) loadLocked(ctx context.Context) error {
+	kvs, err := m.store.KVList(ctx, m.ns, recordPrefix)
+	if err != nil {
+		return fmt.Errorf("loading the error memory: %w", err)
+	}
+	recs := make([]*record, 0, len(kvs))
+	byID := make(map[string]*record, len(kvs))
+	var last int64
+	for _, kv := range kvs {
+		r := &record{}
+		if err := json.Unmarshal(kv.Value, r); err != nil || r.Seq <= 0 {
+			// A record that does not decode is skipped rather than making
+			// the whole memory unreadable.
+			continue
+		}
+		r.index()
+		recs = append(recs, r)
+		byID[r.id()] = r
+		last = max(last, r.Seq)
+	}
+	seq, err := m.storedSeq(ctx)
+	if err != nil {
+		return err
+	}
+	m.records, m.byID, m.lastSeq, m.loaded = recs, byID, max(last, seq), true
+	return nil
+}
+
+// storedSeq reads the highest sequence number handed out (0 when none).
+func (m *Memory) storedSeq(ctx context.Context) (int64, error) {
+	v, err := m.store.KVGet(ctx, m.ns, seqKey)
+	if errors.Is(err, cachestore.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("loading the error memory: %w", err)
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return 0, nil
+	}
+	return n, nil
+}
+
+// add stores r under the next id and adds it to the cache.
+func (m *Memory) add(ctx context.Context, r *record) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.loaded {
+		if err := m.loadLocked(ctx); err != nil {
+			return "", err
+		}
+	} else if seq, err := m.storedSeq(ctx); err != nil {
+		return "", err
+	} else if seq != m.lastSeq {
+		// Another Memory wrote to this workspace's records: reload.
+		if err := m.loadLocked(ctx); err != nil {
+			return "", err
+		}
+	}
+	r.Seq = m.lastSeq + 1
+	v, err := json.Marshal(r)
+	if err != nil {
+		return "", fmt.Errorf("encoding the error record: %w", err)
+	}
+	if err := m.store.KVPut(ctx, m.ns, recordKey(r.Seq), v); err != nil {
+		return "", fmt.Errorf("storing the error record: %w", err)
+	}
+	if err := m.store.KVPut(ctx, m.ns, seqKey, []byte(strconv.FormatInt(r.Seq, 10))); err != nil {
+		return "", fmt.Errorf("storing the error record: %w", err)
+	}
+	r.index()
+	m.lastSeq = r.Seq
+	// Snapshots handed out earlier keep their length, so appending (which
+	// writes only past it) leaves them intact.
+	m.records = append(m.records, r)
+	m.byID[r.id()] = r
+	return r.id(), nil
+}
+
+// lookup returns the record with id ("E12", "e12" or "12").
+func (m *Memory) lookup(ctx context.Context, id string) (*record, error) {
+	if _, err := m.snapshot(ctx); err != nil {
+		return nil, err
+	}
+	id = strings.ToUpper(strings.TrimSpace(id))
+	if !strings.HasPrefix(id, "E") {
+		id = "E" + id
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.byID[id], nil
+}
