@@ -1,0 +1,16 @@
+// Package secrets keeps the credentials a human hands to tooldispatch
+// through the store_secret tool: API keys, tokens, passwords.
+//
+// Values are encrypted at rest with AES-256-GCM under a key taken from the
+// TOOLDISPATCH_SECRET_KEY environment variable (base64 of 32 bytes) or from a
+// key file in the data directory, created with mode 0600 on first use, and
+// are stored in the "secrets" namespace of a cachestore.Store. The model
+// never sees a value: it refers to one by name as ${secret:NAME}, which
+// http_request resolves at call time (Store.Resolve). A Redactor replaces
+// every known value, and its URL-encoded, JSON-escaped and base64 forms, with
+// [secret:NAME]; the dispatcher applies it to every tool message and event
+// text.
+//
+// No value ever appears in a log line or an error message of this package.
+// It knows nothing of actors, of the dispatcher or of HTTP.
+package secrets

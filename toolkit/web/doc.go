@@ -1,0 +1,29 @@
+// Package web holds the tools that reach the network: fetch_page,
+// search_web, http_request, download_file and public_api_list.
+//
+// Every request goes through one outbound Policy: allowed schemes, a
+// timeout, a cap on the bytes read, a limit on redirects, and a check of the
+// address each connection is about to use. The check runs in the dialer's
+// Control hook, after name resolution and before connect, so a name that
+// resolves (or re-resolves, as in DNS rebinding) to a loopback, private,
+// link-local, multicast, unspecified or cloud-metadata address is refused
+// without any packet being sent, and so is every redirect that leads there.
+//
+// GET results are cached for CacheTTL (30 minutes, absolute from the first
+// write; a hit is never stored again) through a toolkit.Cache: fetch_page
+// entries are shared across sessions, search_web and http_request entries
+// belong to one session, and a request that carries credentials is never
+// cached. fetch_page and search_web write their own entries; http_request
+// hands its entry to the dispatcher in Result.Cache, which writes it in the
+// turn's commit. Identical calls in flight at the same time share one
+// execution. Every fetch_page and search_web result, cached or fresh, goes
+// through a Filter (the "decision model"); the default, BM25Filter, keeps
+// the passages most relevant to the call's query within a size budget and
+// says what it cut.
+//
+// http_request resolves ${secret:NAME} references from a secrets.Store at
+// call time and redacts secret values from its own results and errors.
+//
+// The package knows nothing of actors or of how the cache is stored; the
+// embedding program wires a cachestore.Store in with CacheFromStore.
+package web

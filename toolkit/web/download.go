@@ -1,0 +1,214 @@
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// File modes of what download_file creates.
+const (
+	downloadFileMode fs.FileMode = 0o644
+	downloadDirMode  fs.FileMode = 0o755
+	// dataDir is tooldispatch's data directory inside the workspace, which
+	// the tools do not write into.
+	dataDir = ".tooldispatch"
+	// errorBodyBytes is how much of an error response download_file reads
+	// to quote it.
+	errorBodyBytes = 64 << 10
+)
+
+const downloadFileSchema = `{
+  "type": "object",
+  "properties": {
+    "url": {"type": "string", "minLength": 1, "maxLength": 8192, "description": "The http(s) URL to download. May contain ${secret:NAME} references."},
+    "path": {"type": "string", "minLength": 1, "maxLength": 4096, "description": "Where to save the file, relative to the workspace root; missing directories are created."},
+    "headers": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 50, "description": "Request headers; values may contain ${secret:NAME}."},
+    "overwrite": {"type": "boolean", "description": "Replace the file if it exists (default false)."}
+  },
+  "required": ["url", "path"],
+  "additionalProperties": false
+}`
+
+func (w *Web) downloadFileTool() toolkit.Tool {
+	return toolkit.Tool{
+		Name: DownloadFileName,
+		Description: fmt.Sprintf("Download a URL (GET) into a file of the workspace, up to %s. Needs the user's approval. "+
+			"Returns the size, type and SHA-256 of what was saved. To read a page instead, use fetch_page.",
+			humanSize(w.cfg.DownloadMaxBytes)),
+		Schema:     json.RawMessage(downloadFileSchema),
+		Concurrent: true,
+		ReadOnly:   false,
+		Timeout:    w.cfg.DownloadTimeout + toolGrace,
+		Handler:    w.downloadFile,
+		Paths: func(a toolkit.Args) []string {
+			if rel, err := w.ws.Clean(a.String("path")); err == nil {
+				return []string{rel}
+			}
+			return nil
+		},
+	}
+}
+
+func (w *Web) downloadFile(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
+	res, err := w.downloadFileRun(ctx, c)
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		err = errors.New(w.redact(err.Error()))
+	}
+	res.Content = w.redact(res.Content)
+	return res, err
+}
+
+func (w *Web) downloadFileRun(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
+	given := c.Args.String("path")
+	rel, err := w.ws.Clean(given)
+	if err != nil {
+		return toolkit.Result{}, err
+	}
+	if rel == "." {
+		return toolkit.Result{}, errors.New("path is the workspace directory; name a file")
+	}
+	if rel == dataDir || strings.HasPrefix(rel, dataDir+"/") {
+		return toolkit.Result{}, fmt.Errorf("path %q is inside tooldispatch's data directory; choose another place", given)
+	}
+	rawURL := strings.TrimSpace(c.Args.String("url"))
+	headers, err := headerArgs(c.Args)
+	if err != nil {
+		return toolkit.Result{}, err
+	}
+	req, err := w.buildRequest(ctx, http.MethodGet, rawURL, headers, "")
+	if err != nil {
+		return toolkit.Result{}, err
+	}
+	if tu, err := url.Parse(rawURL); err == nil && carriesCredentials(rawURL, tu, headers, "") {
+		ctx = withSameOriginRedirects(ctx)
+	}
+
+	root, err := os.OpenRoot(w.ws.Dir())
+	if err != nil {
+		return toolkit.Result{}, fmt.Errorf("opening the workspace: %w", err)
+	}
+	defer root.Close()
+	existed := false
+	if fi, err := root.Lstat(rel); err == nil {
+		if fi.IsDir() {
+			return toolkit.Result{}, fmt.Errorf("path %q is a directory", rel)
+		}
+		if !c.Args.Bool("overwrite") {
+			return toolkit.Result{}, fmt.Errorf("path %q already exists; pass overwrite true to replace it", rel)
+		}
+		existed = true
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return toolkit.Result{}, pathError(rel, err)
+	}
+	dir := path.Dir(rel)
+	if dir != "." {
+		if err := root.MkdirAll(dir, downloadDirMode); err != nil {
+			return toolkit.Result{}, pathError(dir, err)
+		}
+	}
+	var suffix [8]byte
+	_, _ = rand.Read(suffix[:])
+	tmp := path.Join(dir, "."+path.Base(rel)+".download-"+hex.EncodeToString(suffix[:]))
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, downloadFileMode)
+	if err != nil {
+		return toolkit.Result{}, pathError(rel, err)
+	}
+	saved := false
+	defer func() {
+		if !saved {
+			f.Close()
+			root.Remove(tmp)
+		}
+	}()
+
+	limit := w.cfg.DownloadMaxBytes
+	var (
+		n         int64
+		sum       []byte
+		mt        string
+		finalURL  string
+		statusErr error
+	)
+	err = w.do(ctx, req, w.cfg.DownloadTimeout, func(resp *http.Response) error {
+		finalURL = resp.Request.URL.Redacted()
+		if resp.StatusCode >= 400 {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyBytes))
+			statusErr = statusError(&response{URL: resp.Request.URL, Status: resp.StatusCode, Header: resp.Header, Body: body},
+				"reference a stored secret in a header (${secret:NAME}; the user stores one with store_secret)", excerptChars)
+			return nil
+		}
+		if resp.ContentLength > limit {
+			return &tooLargeError{limit: limit, what: fmt.Sprintf("the file (%s)", humanSize(resp.ContentLength))}
+		}
+		h := sha256.New()
+		var err error
+		n, err = io.Copy(io.MultiWriter(f, h), io.LimitReader(resp.Body, limit+1))
+		if err != nil {
+			return err
+		}
+		if n > limit {
+			return &tooLargeError{limit: limit, what: "the file"}
+		}
+		sum = h.Sum(nil)
+		mt = mediaType(resp.Header.Get("Content-Type"), nil)
+		return nil
+	})
+	if err == nil {
+		err = statusErr
+	}
+	if err != nil {
+		return toolkit.Result{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return toolkit.Result{}, pathError(rel, err)
+	}
+	if err := f.Close(); err != nil {
+		return toolkit.Result{}, pathError(rel, err)
+	}
+	if err := root.Rename(tmp, rel); err != nil {
+		root.Remove(tmp)
+		return toolkit.Result{}, pathError(rel, err)
+	}
+	saved = true
+	verb := "Saved"
+	if existed {
+		verb = "Replaced"
+	}
+	content := fmt.Sprintf("%s %s (%s, %d bytes", verb, rel, humanSize(n), n)
+	if mt != "" {
+		content += ", " + mt
+	}
+	content += fmt.Sprintf(") from %s\nsha256: %s\n", finalURL, hex.EncodeToString(sum))
+	return toolkit.Result{Content: content}, nil
+}
+
+// pathError describes a failed workspace operation in plain words.
+func pathError(rel string, err error) error {
+	switch {
+	case strings.Contains(err.Error(), "path escapes from parent"):
+		return fmt.Errorf("path %q is outside the workspace", rel)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("path %q: permission denied", rel)
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("path %q: a parent directory does not exist", rel)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("path %q: %v", rel, pe.Err)
+	}
+	return fmt.Errorf("path %q: %v", rel, err)
+}
