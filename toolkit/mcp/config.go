@@ -1,0 +1,194 @@
+package mcp
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// Defaults filled in for zero fields of a ServerConfig.
+const (
+	// DefaultCallTimeout is the timeout of one tool call.
+	DefaultCallTimeout = toolkit.DefaultToolTimeout
+	// DefaultConnectTimeout bounds starting a server and its initialize
+	// handshake, and each tools/list.
+	DefaultConnectTimeout = 30 * time.Second
+	// DefaultPingInterval is how often an idle session is pinged; a server
+	// that stops answering pings is restarted.
+	DefaultPingInterval = 30 * time.Second
+	// DefaultMaxResultBytes is how much of a tool result is kept.
+	DefaultMaxResultBytes = 256 << 10
+)
+
+// minResultBytes is the smallest accepted max_result_bytes.
+const minResultBytes = 256
+
+// Config is the [mcp] table of the operator's configuration file.
+//
+//	[[mcp.servers]]
+//	name    = "files"
+//	command = ["mcp-server-filesystem", "/srv/data"]
+//	trusted = true
+//	timeout = "20s"
+//
+//	[[mcp.servers]]
+//	name = "search"
+//	url  = "https://mcp.example.com/mcp"
+//	headers = { Authorization = "Bearer …" }
+type Config struct {
+	// Servers lists the MCP servers to start ([[mcp.servers]]).
+	Servers []ServerConfig `toml:"servers"`
+}
+
+// Validate reports the first bad field, named as in the file
+// (mcp.servers[1].url), and refuses two servers whose names sanitise to
+// the same tool-name prefix.
+func (c Config) Validate() error {
+	seen := map[string]int{}
+	for i, s := range c.Servers {
+		if err := s.Validate(); err != nil {
+			if ce, ok := err.(*ConfigError); ok {
+				return &ConfigError{Field: fmt.Sprintf("mcp.servers[%d].%s", i, ce.Field), Problem: ce.Problem}
+			}
+			return err
+		}
+		key := SanitizeServerName(s.Name)
+		if j, dup := seen[key]; dup {
+			return &ConfigError{
+				Field:   fmt.Sprintf("mcp.servers[%d].name", i),
+				Problem: fmt.Sprintf("%q gives the same tool prefix mcp__%s__ as mcp.servers[%d] (%q)", s.Name, key, j, c.Servers[j].Name),
+			}
+		}
+		seen[key] = i
+	}
+	return nil
+}
+
+// ServerConfig is one MCP server: a command run with stdio, or a Streamable
+// HTTP endpoint. Exactly one of Command and URL is set.
+type ServerConfig struct {
+	// Name identifies the server; its tools are registered as
+	// mcp__<name>__<tool>. Characters outside [A-Za-z0-9_-] become "_",
+	// runs of "_" collapse and leading or trailing "_" are dropped; the
+	// result must be 1–56 characters.
+	Name string `toml:"name"`
+	// Command is the program and its arguments for a stdio server, run
+	// without a shell, in its own process group, e.g.
+	// ["node", "/opt/mcp/server-filesystem/dist/index.js", "/srv/data"].
+	Command []string `toml:"command"`
+	// URL is the endpoint of a Streamable HTTP server (http or https).
+	URL string `toml:"url"`
+	// Env adds variables to a stdio server's environment, which otherwise
+	// holds only PATH, HOME and LANG (nothing else of ours leaks to it).
+	Env map[string]string `toml:"env"`
+	// Dir is a stdio server's working directory (default: ours).
+	Dir string `toml:"dir"`
+	// Headers are sent with every request to a Streamable HTTP server
+	// (for example Authorization). Their values are never logged.
+	Headers map[string]string `toml:"headers"`
+	// Trusted lets the server's readOnlyHint annotations count: a tool of
+	// a trusted server that declares readOnlyHint runs without approval.
+	// Tools of untrusted servers always need approval.
+	Trusted bool `toml:"trusted"`
+	// Timeout of one tool call, as a duration string ("90s"); zero means
+	// DefaultCallTimeout. The server is told when a call is abandoned
+	// (notifications/cancelled).
+	Timeout time.Duration `toml:"timeout"`
+	// ConnectTimeout bounds start-up with the initialize handshake, and
+	// each listing of the tools; zero means DefaultConnectTimeout.
+	ConnectTimeout time.Duration `toml:"connect_timeout"`
+	// PingInterval is how often the session is pinged; a server that
+	// misses a ping is restarted. Zero means DefaultPingInterval, a
+	// negative value turns pings off.
+	PingInterval time.Duration `toml:"ping_interval"`
+	// MaxResultBytes caps the text of one tool result; longer results are
+	// cut with a note. Zero means DefaultMaxResultBytes.
+	MaxResultBytes int `toml:"max_result_bytes"`
+}
+
+// Validate reports the first bad field of one server; the field is named
+// relative to the server (command, url…).
+func (s ServerConfig) Validate() error {
+	name := SanitizeServerName(s.Name)
+	switch {
+	case strings.TrimSpace(s.Name) == "":
+		return &ConfigError{Field: "name", Problem: "must not be empty"}
+	case name == "":
+		return &ConfigError{Field: "name", Problem: fmt.Sprintf("%q has no letter, digit, '-' or '_' to build a tool name from", s.Name)}
+	case len(name) > maxServerName:
+		return &ConfigError{Field: "name", Problem: fmt.Sprintf("%q is longer than %d characters once sanitised, leaving no room for tool names", s.Name, maxServerName)}
+	case len(s.Command) > 0 && s.URL != "":
+		return &ConfigError{Field: "url", Problem: "give command or url, not both"}
+	case len(s.Command) == 0 && s.URL == "":
+		return &ConfigError{Field: "command", Problem: "give command (a stdio server) or url (a Streamable HTTP server)"}
+	case len(s.Command) > 0 && strings.TrimSpace(s.Command[0]) == "":
+		return &ConfigError{Field: "command", Problem: "the program (first element) is empty"}
+	case s.Timeout < 0:
+		return &ConfigError{Field: "timeout", Problem: "must not be negative"}
+	case s.ConnectTimeout < 0:
+		return &ConfigError{Field: "connect_timeout", Problem: "must not be negative"}
+	case s.MaxResultBytes < 0 || (s.MaxResultBytes > 0 && s.MaxResultBytes < minResultBytes):
+		return &ConfigError{Field: "max_result_bytes", Problem: fmt.Sprintf("must be 0 (default) or at least %d", minResultBytes)}
+	case len(s.Headers) > 0 && s.URL == "":
+		return &ConfigError{Field: "headers", Problem: "only a url server sends headers"}
+	case (len(s.Env) > 0 || s.Dir != "") && s.URL != "":
+		field := "env"
+		if s.Dir != "" {
+			field = "dir"
+		}
+		return &ConfigError{Field: field, Problem: "only a command server has an environment and a working directory"}
+	}
+	if s.URL != "" {
+		u, err := url.Parse(s.URL)
+		if err != nil {
+			return &ConfigError{Field: "url", Problem: err.Error()}
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return &ConfigError{Field: "url", Problem: fmt.Sprintf("%q is not an http:// or https:// URL", s.URL)}
+		}
+	}
+	for k := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return &ConfigError{Field: "env", Problem: fmt.Sprintf("invalid variable name %q", k)}
+		}
+	}
+	for k := range s.Headers {
+		if k == "" || strings.ContainsAny(k, " :\r\n\x00") {
+			return &ConfigError{Field: "headers", Problem: fmt.Sprintf("invalid header name %q", k)}
+		}
+	}
+	return nil
+}
+
+// withDefaults fills in zero fields.
+func (s ServerConfig) withDefaults() ServerConfig {
+	if s.Timeout == 0 {
+		s.Timeout = DefaultCallTimeout
+	}
+	if s.ConnectTimeout == 0 {
+		s.ConnectTimeout = DefaultConnectTimeout
+	}
+	if s.PingInterval == 0 {
+		s.PingInterval = DefaultPingInterval
+	}
+	if s.PingInterval < 0 {
+		s.PingInterval = 0
+	}
+	if s.MaxResultBytes == 0 {
+		s.MaxResultBytes = DefaultMaxResultBytes
+	}
+	return s
+}
+
+// ConfigError is a configuration mistake. Field names the bad field as it
+// is written in the configuration file.
+type ConfigError struct {
+	Field   string
+	Problem string
+}
+
+// Error returns "mcp: <field>: <problem>".
+func (e *ConfigError) Error() string { return "mcp: " + e.Field + ": " + e.Problem }

@@ -1,0 +1,110 @@
+package mcp
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ToolError is a tool result the server flagged with isError: the tool ran
+// and failed. Its text is what the server said.
+type ToolError struct {
+	Server string
+	Tool   string
+	Text   string
+}
+
+// Error returns the server's text.
+func (e *ToolError) Error() string {
+	if strings.TrimSpace(e.Text) == "" {
+		return fmt.Sprintf("tool %s of MCP server %q reported an error without a message", e.Tool, e.Server)
+	}
+	return e.Text
+}
+
+// resultText renders a tool result as text: text blocks as they are, every
+// other block as a one-line summary, structured content as JSON when there
+// are no blocks. The text is cut at limit bytes with a note.
+func resultText(res *mcp.CallToolResult, limit int) string {
+	parts := make([]string, 0, len(res.Content))
+	for _, c := range res.Content {
+		parts = append(parts, blockText(c))
+	}
+	if len(parts) == 0 && res.StructuredContent != nil {
+		if b, err := json.Marshal(res.StructuredContent); err == nil {
+			parts = append(parts, string(b))
+		}
+	}
+	return capText(strings.Join(parts, "\n"), limit)
+}
+
+// blockText is the text of one content block.
+func blockText(c mcp.Content) string {
+	switch c := c.(type) {
+	case *mcp.TextContent:
+		return c.Text
+	case *mcp.ImageContent:
+		return fmt.Sprintf("[image content: %s, %s; not shown]", orUnknown(c.MIMEType), sizeText(len(c.Data)))
+	case *mcp.AudioContent:
+		return fmt.Sprintf("[audio content: %s, %s; not shown]", orUnknown(c.MIMEType), sizeText(len(c.Data)))
+	case *mcp.ResourceLink:
+		s := "[resource link: " + c.URI
+		if c.Name != "" {
+			s += " (" + c.Name + ")"
+		}
+		if c.MIMEType != "" {
+			s += ", " + c.MIMEType
+		}
+		if c.Description != "" {
+			s += ": " + c.Description
+		}
+		return s + "]"
+	case *mcp.EmbeddedResource:
+		r := c.Resource
+		if r == nil {
+			return "[embedded resource without contents]"
+		}
+		if r.Blob != nil {
+			return fmt.Sprintf("[embedded resource %s: %s, %s of binary data; not shown]", r.URI, orUnknown(r.MIMEType), sizeText(len(r.Blob)))
+		}
+		return fmt.Sprintf("[embedded resource %s]\n%s", r.URI, r.Text)
+	case nil:
+		return ""
+	}
+	return fmt.Sprintf("[%s content; not shown]", strings.TrimPrefix(fmt.Sprintf("%T", c), "*mcp."))
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown type"
+	}
+	return s
+}
+
+// sizeText renders a byte count for people.
+func sizeText(n int) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+// capText cuts s to at most limit bytes (on a character boundary) and says
+// so; invalid UTF-8 is replaced.
+func capText(s string, limit int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("\n[… result cut at %s of %s …]", sizeText(cut), sizeText(len(s)))
+}

@@ -1,0 +1,379 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+)
+
+const (
+	// terminateDuration is how long closing a stdio session waits for the
+	// server to exit after its stdin closes, before SIGTERM, and again
+	// before SIGKILL.
+	terminateDuration = 500 * time.Millisecond
+	// waitDelay bounds how long reaping a stdio server waits for its
+	// stderr to close when a descendant keeps it open; it is shorter than
+	// terminateDuration so that closing the session sees the server reaped.
+	waitDelay = 250 * time.Millisecond
+	// probeTimeout bounds the ping that checks a session after a call
+	// failed in transport.
+	probeTimeout = 2 * time.Second
+	// defaultPath is a server's PATH when we have none.
+	defaultPath = "/usr/local/bin:/usr/bin:/bin"
+	// clientName is how the client introduces itself to servers.
+	clientName = "tooldispatch"
+)
+
+// server is one configured MCP server and its life: connect, list and
+// register tools, serve calls, restart after failures.
+type server struct {
+	// immutable after newServer
+	m       *Manager
+	cfg     ServerConfig // defaults filled in
+	name    string       // sanitised
+	log     zerolog.Logger
+	refresh chan struct{} // cap 1: the server said its tool list changed
+	suspect chan struct{} // cap 1: a call failed in transport
+
+	mu       sync.Mutex
+	state    State                 // guarded by mu
+	session  *mcp.ClientSession    // guarded by mu; set while StateUp
+	tools    map[string]registered // guarded by mu; by registered name
+	lastErr  error                 // guarded by mu
+	nextTry  time.Time             // guarded by mu
+	restarts int                   // guarded by mu
+}
+
+// registered is one tool of the server in the registry.
+type registered struct {
+	mcpName  string
+	readOnly bool
+	schema   string
+	desc     string
+}
+
+func newServer(m *Manager, cfg ServerConfig) *server {
+	name := SanitizeServerName(cfg.Name)
+	return &server{
+		m:       m,
+		cfg:     cfg.withDefaults(),
+		name:    name,
+		log:     m.log.With().Str("server", name).Logger(),
+		refresh: make(chan struct{}, 1),
+		suspect: make(chan struct{}, 1),
+		state:   StateStarting,
+		tools:   map[string]registered{},
+	}
+}
+
+// conn is one session with the server.
+type conn struct {
+	session *mcp.ClientSession
+	cmd     *exec.Cmd       // stdio servers
+	stderr  *lineLogger     // stdio servers
+	http    *http.Transport // Streamable HTTP servers
+	done    chan struct{}   // closed when the session has ended
+	waitErr error           // why it ended; read after done
+}
+
+// pid returns the stdio server's process id, or 0.
+func (c *conn) pid() int {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return 0
+	}
+	return c.cmd.Process.Pid
+}
+
+// run is the server's goroutine: it connects, serves until the session
+// ends, and restarts with back-off until the manager closes. first is
+// closed after the first attempt, successful or not.
+func (s *server) run(first chan struct{}) {
+	defer s.m.wg.Done()
+	var once sync.Once
+	firstDone := func() { once.Do(func() { close(first) }) }
+	defer firstDone()
+
+	ctx := s.m.ctx
+	for attempt := 0; ; attempt++ {
+		c, err := s.connect(ctx)
+		if err == nil {
+			s.setUp(c)
+			s.sync(c.session)
+			firstDone()
+			began := time.Now()
+			err = s.serve(c)
+			s.end(c)
+			if ctx.Err() != nil {
+				return
+			}
+			if time.Since(began) >= s.m.policy.healthy {
+				attempt = 0
+			}
+		} else if ctx.Err() != nil {
+			return
+		}
+		firstDone()
+		delay := s.m.policy.delay(attempt)
+		s.setDown(err, delay)
+		s.log.Warn().Err(err).Dur("retry_in", delay).Msg("MCP server unavailable; restarting")
+		if h := s.m.hooks.retry; h != nil {
+			h(s.name, delay, err)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// connect starts the server (stdio) or opens the session (HTTP) and does
+// the initialize handshake.
+func (s *server) connect(ctx context.Context) (*conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
+	defer cancel()
+	c := &conn{done: make(chan struct{})}
+	var transport mcp.Transport
+	if len(s.cfg.Command) > 0 {
+		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
+		cmd.Env = s.env()
+		cmd.Dir = s.cfg.Dir
+		c.stderr = &lineLogger{log: s.log}
+		cmd.Stderr = c.stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.WaitDelay = waitDelay
+		c.cmd = cmd
+		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateDuration}
+	} else {
+		c.http = http.DefaultTransport.(*http.Transport).Clone()
+		transport = &mcp.StreamableClientTransport{
+			Endpoint:   s.cfg.URL,
+			HTTPClient: &http.Client{Transport: &headerTransport{base: c.http, headers: s.cfg.Headers}},
+		}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: clientName, Version: clientVersion()}, &mcp.ClientOptions{
+		Logger: slog.New(zerolog.NewSlogHandler(s.log)),
+		// No roots, sampling or elicitation: servers use their own
+		// configuration (a filesystem server keeps its command-line roots).
+		Capabilities:           &mcp.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { poke(s.refresh) },
+		KeepAlive:              s.cfg.PingInterval,
+	})
+	sess, err := client.Connect(ctx, transport, nil)
+	if err != nil {
+		c.cleanup()
+		if ctx.Err() != nil && s.m.ctx.Err() == nil {
+			err = fmt.Errorf("no answer to initialize within %s: %w", s.cfg.ConnectTimeout, err)
+		}
+		return nil, fmt.Errorf("connecting to MCP server %q: %w", s.name, err)
+	}
+	c.session = sess
+	go func() {
+		c.waitErr = sess.Wait()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+// serve waits until the session ends or the manager closes, refreshing the
+// tools when the server says its list changed. It returns why it stopped.
+func (s *server) serve(c *conn) error {
+	for {
+		select {
+		case <-c.done:
+			if c.waitErr != nil {
+				return fmt.Errorf("MCP server %q ended the session: %w", s.name, c.waitErr)
+			}
+			return fmt.Errorf("MCP server %q ended the session", s.name)
+		case <-s.refresh:
+			s.sync(c.session)
+		case <-s.suspect:
+			ctx, cancel := context.WithTimeout(s.m.ctx, probeTimeout)
+			err := c.session.Ping(ctx, nil)
+			cancel()
+			if err != nil && s.m.ctx.Err() == nil {
+				return fmt.Errorf("MCP server %q does not answer after a failed call: %w", s.name, err)
+			}
+		case <-s.m.ctx.Done():
+			return ErrClosed
+		}
+	}
+}
+
+// end closes a session and cleans up after it.
+func (s *server) end(c *conn) {
+	s.mu.Lock()
+	s.session = nil
+	if s.m.ctx.Err() != nil {
+		s.state = StateClosed
+	} else {
+		s.state = StateRestarting
+	}
+	s.mu.Unlock()
+	if err := c.session.Close(); err != nil {
+		s.log.Debug().Err(err).Msg("closing the MCP session")
+	}
+	<-c.done
+	c.cleanup()
+}
+
+// cleanup stops whatever is left of the connection: the server's process
+// group and idle HTTP connections.
+func (c *conn) cleanup() {
+	if c.cmd != nil && c.cmd.Process != nil {
+		// The session reaped the leader; nothing it started may outlive it.
+		endGroup(c.cmd.Process.Pid)
+	}
+	if c.stderr != nil {
+		c.stderr.flush()
+	}
+	if c.http != nil {
+		c.http.CloseIdleConnections()
+	}
+}
+
+// env is a stdio server's environment: PATH, HOME and LANG, then the
+// configured variables.
+func (s *server) env() []string {
+	vars := map[string]string{"PATH": defaultPath, "HOME": "/", "LANG": "C.UTF-8"}
+	for k := range vars {
+		if v := os.Getenv(k); v != "" {
+			vars[k] = v
+		}
+	}
+	for k, v := range s.cfg.Env {
+		vars[k] = v
+	}
+	env := make([]string, 0, len(vars))
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env
+}
+
+func (s *server) setUp(c *conn) {
+	s.mu.Lock()
+	s.session = c.session
+	s.state = StateUp
+	s.mu.Unlock()
+	s.log.Info().Int("pid", c.pid()).Msg("MCP server connected")
+	if h := s.m.hooks.up; h != nil {
+		h(s.name, c.pid())
+	}
+}
+
+func (s *server) setDown(err error, delay time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != StateStarting {
+		s.state = StateRestarting
+		s.restarts++
+	}
+	s.lastErr = err
+	s.nextTry = time.Now().Add(delay)
+}
+
+// current returns the session for a call, or why there is none.
+func (s *server) current() (*mcp.ClientSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state {
+	case StateUp:
+		return s.session, nil
+	case StateClosed:
+		return nil, fmt.Errorf("MCP server %q is shut down: %w", s.name, ErrClosed)
+	}
+	if s.m.ctx.Err() != nil {
+		return nil, fmt.Errorf("MCP server %q is shut down: %w", s.name, ErrClosed)
+	}
+	wait := "now"
+	if d := time.Until(s.nextTry); d > 0 {
+		wait = "in " + d.Round(time.Millisecond).String()
+	}
+	why := ""
+	if s.lastErr != nil {
+		why = " after: " + s.lastErr.Error()
+	}
+	if s.state == StateStarting {
+		return nil, fmt.Errorf("MCP server %q is starting (next attempt %s)%s; call the tool again shortly: %w", s.name, wait, why, ErrUnavailable)
+	}
+	return nil, fmt.Errorf("MCP server %q is restarting (next attempt %s)%s; call the tool again shortly: %w", s.name, wait, why, ErrUnavailable)
+}
+
+func (s *server) status() ServerStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := ServerStatus{
+		Name:     s.cfg.Name,
+		Prefix:   toolPrefix + s.name + nameSep,
+		State:    s.state,
+		Tools:    len(s.tools),
+		Restarts: s.restarts,
+	}
+	if s.lastErr != nil {
+		st.LastError = s.lastErr.Error()
+	}
+	if s.state == StateRestarting || s.state == StateStarting {
+		st.NextAttempt = s.nextTry
+	}
+	return st
+}
+
+// closeTools removes the server's tools from the registry.
+func (s *server) closeTools() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state = StateClosed
+	for name := range s.tools {
+		s.m.reg.Remove(name)
+	}
+	clear(s.tools)
+}
+
+// poke sends a signal on a channel of capacity 1 without blocking.
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// headerTransport adds the configured headers to every request.
+type headerTransport struct {
+	base    http.RoundTripper
+	headers map[string]string
+}
+
+// RoundTrip sends req with the headers.
+func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(t.headers) == 0 {
+		return t.base.RoundTrip(req)
+	}
+	req = req.Clone(req.Context())
+	for k, v := range t.headers {
+		req.Header.Set(k, v)
+	}
+	return t.base.RoundTrip(req)
+}
+
+// clientVersion is the module version of the running program.
+func clientVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "devel"
+}

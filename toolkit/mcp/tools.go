@@ -1,0 +1,186 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// objectSchema is the schema of a tool that declares none.
+const objectSchema = `{"type":"object"}`
+
+// sync lists the server's tools and brings the registry in line: new and
+// changed tools are registered (Replace), tools the server no longer lists
+// are removed. Only this server's tools are touched.
+func (s *server) sync(sess *mcp.ClientSession) {
+	ctx, cancel := context.WithTimeout(s.m.ctx, s.cfg.ConnectTimeout)
+	defer cancel()
+	var list []*mcp.Tool
+	for t, err := range sess.Tools(ctx, nil) {
+		if err != nil {
+			if s.m.ctx.Err() == nil {
+				s.log.Warn().Err(err).Msg("listing the MCP server's tools failed; keeping the previous list")
+			}
+			return
+		}
+		list = append(list, t)
+	}
+	s.apply(list)
+	if h := s.m.hooks.synced; h != nil {
+		h(s.name)
+	}
+}
+
+// apply registers list as the server's tools.
+func (s *server) apply(list []*mcp.Tool) {
+	want := make(map[string]registered, len(list))
+	tools := make(map[string]toolkit.Tool, len(list))
+	for _, t := range list {
+		if t == nil {
+			continue
+		}
+		name, err := ToolName(s.name, t.Name)
+		if err != nil {
+			s.log.Warn().Err(err).Msg("MCP tool skipped")
+			continue
+		}
+		if prev, dup := want[name]; dup {
+			s.log.Warn().Str("tool", t.Name).Str("other", prev.mcpName).Str("name", name).
+				Msg("MCP tool skipped: another tool of the server has the same sanitised name")
+			continue
+		}
+		tool, info, err := s.toolkitTool(name, t)
+		if err != nil {
+			s.log.Warn().Err(err).Str("tool", t.Name).Msg("MCP tool skipped")
+			continue
+		}
+		want[name], tools[name] = info, tool
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, info := range want {
+		if old, ok := s.tools[name]; ok && old == info {
+			continue
+		}
+		if err := s.m.reg.Replace(tools[name]); err != nil {
+			s.log.Warn().Err(err).Str("tool", info.mcpName).Msg("MCP tool skipped: the registry refused it")
+			delete(want, name)
+		}
+	}
+	removed := 0
+	for name := range s.tools {
+		if _, keep := want[name]; !keep {
+			s.m.reg.Remove(name)
+			removed++
+		}
+	}
+	s.tools = want
+	s.log.Debug().Int("tools", len(want)).Int("removed", removed).Msg("MCP tools registered")
+}
+
+// toolkitTool builds the registry entry of one MCP tool.
+func (s *server) toolkitTool(name string, t *mcp.Tool) (toolkit.Tool, registered, error) {
+	schema := []byte(objectSchema)
+	if t.InputSchema != nil {
+		b, err := json.Marshal(t.InputSchema)
+		if err != nil {
+			return toolkit.Tool{}, registered{}, fmt.Errorf("inputSchema: %w", err)
+		}
+		schema = b
+	}
+	desc := t.Description
+	if desc == "" {
+		desc = t.Title
+	}
+	if desc == "" && t.Annotations != nil {
+		desc = t.Annotations.Title
+	}
+	if desc == "" {
+		desc = fmt.Sprintf("Tool %s of the MCP server %s.", t.Name, s.name)
+	}
+	info := registered{
+		mcpName: t.Name,
+		// Annotations are hints: only a server the operator trusts may
+		// spare its tools the confirm gate.
+		readOnly: s.cfg.Trusted && t.Annotations != nil && t.Annotations.ReadOnlyHint,
+		schema:   string(schema),
+		desc:     desc,
+	}
+	return toolkit.Tool{
+		Name:        name,
+		Description: desc,
+		Schema:      schema,
+		Concurrent:  false,
+		ReadOnly:    info.readOnly,
+		Timeout:     s.cfg.Timeout,
+		Handler:     s.handler(t.Name),
+		Source:      toolkit.SourceMCP,
+	}, info, nil
+}
+
+// handler runs calls of the MCP tool mcpName.
+func (s *server) handler(mcpName string) toolkit.Handler {
+	return func(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
+		sess, err := s.current()
+		if err != nil {
+			return toolkit.Result{}, err
+		}
+		if err := ctx.Err(); err != nil {
+			return toolkit.Result{}, err
+		}
+		callCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		defer cancel()
+		stop := context.AfterFunc(s.m.ctx, cancel)
+		defer stop()
+
+		args := json.RawMessage(c.Args.Canonical)
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		if h := s.m.hooks.call; h != nil {
+			h(s.name, mcpName)
+		}
+		began := time.Now()
+		res, err := sess.CallTool(callCtx, &mcp.CallToolParams{Name: mcpName, Arguments: args})
+		elapsed := time.Since(began)
+		if err != nil {
+			return toolkit.Result{}, s.callError(ctx, callCtx, mcpName, elapsed, err)
+		}
+		text := resultText(res, s.cfg.MaxResultBytes)
+		s.log.Debug().Str("tool", mcpName).Dur("elapsed", elapsed).Bool("is_error", res.IsError).
+			Int("result_bytes", len(text)).Msg("MCP call ended")
+		if res.IsError {
+			return toolkit.Result{}, &ToolError{Server: s.name, Tool: mcpName, Text: text}
+		}
+		return toolkit.Result{Content: text}, nil
+	}
+}
+
+// callError explains why a call returned no result.
+func (s *server) callError(ctx, callCtx context.Context, tool string, elapsed time.Duration, err error) error {
+	elapsed = elapsed.Round(time.Millisecond)
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("call of %s on MCP server %q stopped after %s; the server was told to cancel it: %w", tool, s.name, elapsed, ctx.Err())
+	case s.m.ctx.Err() != nil:
+		return fmt.Errorf("MCP server %q was shut down during the call of %s: %w", s.name, tool, ErrClosed)
+	case callCtx.Err() != nil:
+		return fmt.Errorf("call of %s on MCP server %q timed out after %s; the server was told to cancel it: %w", tool, s.name, s.cfg.Timeout, callCtx.Err())
+	}
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) {
+		return fmt.Errorf("MCP server %q refused the call of %s: %s (JSON-RPC error %d)", s.name, tool, werr.Message, werr.Code)
+	}
+	poke(s.suspect)
+	s.log.Warn().Err(err).Str("tool", tool).Msg("MCP call failed in transport")
+	return fmt.Errorf("MCP server %q failed during the call of %s after %s (%v); the outcome is unknown, and the server is restarted if it stopped: %w",
+		s.name, tool, elapsed, err, ErrServerFailed)
+}

@@ -1,0 +1,398 @@
+package script
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+const (
+	// killGrace is how long a process group has between SIGTERM and
+	// SIGKILL, and how long a finished program's output pipes may stay
+	// open (held by a background descendant) before they are closed.
+	killGrace = 500 * time.Millisecond
+	// groupPoll is how often a killed process group is checked for
+	// members still running.
+	groupPoll = 10 * time.Millisecond
+	// stderrTail is how much of stderr a failure reports.
+	stderrTail = 4 << 10
+	// stdoutInError is how much of stdout a failure with empty stderr
+	// reports.
+	stdoutInError = 2 << 10
+	// defaultPath is PATH when we have none.
+	defaultPath = "/usr/local/bin:/usr/bin:/bin"
+)
+
+// Origin tells where a tool was declared.
+type Origin struct {
+	// Path is the manifest file; "" for a tool declared in the operator's
+	// configuration.
+	Path string
+	// Trusted: the tool's read_only flag is honoured.
+	Trusted bool
+	// InWorkspace: the manifest lies in the workspace (a repository's
+	// own manifest); such a manifest is never trusted.
+	InWorkspace bool
+}
+
+// String describes the origin for logs and messages.
+func (o Origin) String() string {
+	switch {
+	case o.Path == "":
+		return "the configuration"
+	case o.InWorkspace:
+		return "workspace manifest " + o.Path
+	}
+	return "manifest " + o.Path
+}
+
+// NewScriptTool builds the script tool spec declares, named script_<name>.
+// The program runs in its own process group with a minimal environment
+// (PATH, HOME, LANG, spec.Env, and TOOLDISPATCH_TOOL, TOOLDISPATCH_CALL_ID
+// and TOOLDISPATCH_WORKSPACE), in spec.Dir or else workspaceDir (else the
+// manifest's directory). It reads the canonical arguments on stdin; its
+// stdout is the result. A non-zero exit is an error carrying the tail of
+// stderr; on timeout or cancellation the whole group is killed (SIGTERM,
+// then SIGKILL). ReadOnly is spec.ReadOnly only when origin is trusted.
+func NewScriptTool(spec ToolSpec, origin Origin, workspaceDir string, logger zerolog.Logger) (toolkit.Tool, error) {
+	if err := spec.Validate(); err != nil {
+		if ce, ok := err.(*ConfigError); ok && origin.Path != "" {
+			ce.File = origin.Path
+		}
+		return toolkit.Tool{}, err
+	}
+	schema, _ := schemaJSON(spec.Schema)
+	base := workspaceDir
+	if origin.Path != "" {
+		// Scripts sit next to the manifest file itself, also when it is
+		// reached through a link.
+		real, err := filepath.EvalSymlinks(origin.Path)
+		if err != nil {
+			real = origin.Path
+		}
+		base = filepath.Dir(real)
+	}
+	argv := append([]string(nil), spec.Command...)
+	if !filepath.IsAbs(argv[0]) && strings.ContainsRune(argv[0], filepath.Separator) && base != "" {
+		argv[0] = filepath.Join(base, argv[0])
+	}
+	dir := workspaceDir
+	if dir == "" {
+		dir = base
+	}
+	if spec.Dir != "" {
+		dir = spec.Dir
+		if !filepath.IsAbs(dir) && base != "" {
+			dir = filepath.Join(base, dir)
+		}
+	}
+	r := &runner{
+		name:      ScriptPrefix + spec.Name,
+		argv:      argv,
+		dir:       dir,
+		workspace: workspaceDir,
+		env:       spec.Env,
+		timeout:   effectiveTimeout(spec.Timeout),
+		maxOut:    orDefault(spec.MaxOutput, DefaultMaxOutput),
+		log:       logger,
+	}
+	desc := spec.Description
+	if desc == "" {
+		desc = fmt.Sprintf("Runs %s (a script tool declared in %s).", filepath.Base(argv[0]), origin)
+	}
+	return toolkit.Tool{
+		Name:        r.name,
+		Description: desc,
+		Schema:      schema,
+		Concurrent:  spec.Concurrent,
+		ReadOnly:    spec.ReadOnly && origin.Trusted,
+		Timeout:     spec.Timeout,
+		Handler:     r.run,
+		Source:      toolkit.SourceScript,
+	}, nil
+}
+
+// effectiveTimeout fills in the default call timeout.
+func effectiveTimeout(d time.Duration) time.Duration {
+	t := toolkit.Tool{Timeout: d}
+	return t.EffectiveTimeout()
+}
+
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// runner runs the calls of one script tool; safe for concurrent use.
+type runner struct {
+	// immutable after NewScriptTool
+	name      string
+	argv      []string
+	dir       string
+	workspace string
+	env       map[string]string
+	timeout   time.Duration
+	maxOut    int
+	log       zerolog.Logger
+}
+
+func (r *runner) run(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	if err := ctx.Err(); err != nil {
+		return toolkit.Result{}, err
+	}
+	stdin := c.Args.Canonical
+	if len(stdin) == 0 {
+		stdin = []byte("{}")
+	}
+	cmd := exec.Command(r.argv[0], r.argv[1:]...)
+	cmd.Dir = r.dir
+	cmd.Env = r.environ(c.ID)
+	cmd.Stdin = bytes.NewReader(stdin)
+	stdout := &headBuffer{limit: r.maxOut}
+	stderr := &tailBuffer{limit: stderrTail}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = killGrace
+
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		return toolkit.Result{}, fmt.Errorf("%s: starting %s: %w", r.name, r.argv[0], err)
+	}
+	pgid := cmd.Process.Pid
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	var err error
+	stopped := false
+	select {
+	case err = <-waited:
+	case <-ctx.Done():
+		stopped = true
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		grace := time.NewTimer(killGrace)
+		select {
+		case err = <-waited:
+			grace.Stop()
+		case <-grace.C:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			err = <-waited
+		}
+	}
+	// Nothing the program started may outlive the call.
+	endGroup(pgid)
+	elapsed := time.Since(began).Round(time.Millisecond)
+	r.log.Debug().Str("tool", r.name).Dur("elapsed", elapsed).Int("exit", cmd.ProcessState.ExitCode()).
+		Int64("stdout_bytes", stdout.total).Int64("stderr_bytes", stderr.total).Msg("script tool ended")
+
+	if stopped {
+		return toolkit.Result{}, fmt.Errorf("%s stopped after %s and its process group was killed: %w%s",
+			r.name, elapsed, ctx.Err(), stderr.section())
+	}
+	var exitErr *exec.ExitError
+	if cmd.ProcessState == nil || (err != nil && !errors.As(err, &exitErr) && !errors.Is(err, exec.ErrWaitDelay)) {
+		return toolkit.Result{}, fmt.Errorf("%s: %w", r.name, err)
+	}
+	if !cmd.ProcessState.Success() {
+		detail := stderr.section()
+		if detail == "" {
+			detail = stdout.section(stdoutInError)
+		}
+		return toolkit.Result{}, fmt.Errorf("%s failed with %s after %s%s", r.name, exitStatus(cmd.ProcessState), elapsed, detail)
+	}
+	out := stdout.String()
+	if out == "" {
+		out = "(no output)"
+	}
+	return toolkit.Result{Content: out}, nil
+}
+
+// environ is the program's environment.
+func (r *runner) environ(callID string) []string {
+	vars := map[string]string{"PATH": defaultPath, "HOME": "/", "LANG": "C.UTF-8"}
+	for k := range vars {
+		if v := os.Getenv(k); v != "" {
+			vars[k] = v
+		}
+	}
+	for k, v := range r.env {
+		vars[k] = v
+	}
+	vars["TOOLDISPATCH_TOOL"] = r.name
+	vars["TOOLDISPATCH_CALL_ID"] = callID
+	vars["TOOLDISPATCH_WORKSPACE"] = r.workspace
+	env := make([]string, 0, len(vars))
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env
+}
+
+// endGroup kills what is left of process group pgid and waits (at most
+// killGrace) until none of its members runs any more.
+func endGroup(pgid int) {
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
+		return // ESRCH: the group is empty
+	}
+	for deadline := time.Now().Add(killGrace); groupRunning(pgid) && time.Now().Before(deadline); {
+		time.Sleep(groupPoll)
+	}
+}
+
+// groupRunning reports whether a member of process group pgid is still
+// running. Zombies do not count: orphans are reaped by init, which may take
+// a while or, in some containers, never happen.
+func groupRunning(pgid int) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	want := strconv.Itoa(pgid)
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid pgrp …"; comm may hold spaces.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) >= 3 && f[2] == want && f[0] != "Z" && f[0] != "X" {
+			return true
+		}
+	}
+	return false
+}
+
+// exitStatus describes how a process ended.
+func exitStatus(state *os.ProcessState) string {
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return "signal " + ws.Signal().String()
+	}
+	return "exit code " + strconv.Itoa(state.ExitCode())
+}
+
+// headBuffer keeps the first limit bytes written to it.
+type headBuffer struct {
+	limit int
+	buf   []byte
+	total int64
+}
+
+// Write keeps what fits; it never fails.
+func (b *headBuffer) Write(p []byte) (int, error) {
+	b.total += int64(len(p))
+	if room := b.limit - len(b.buf); room > 0 {
+		b.buf = append(b.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+// String returns the kept output, saying how much was cut.
+func (b *headBuffer) String() string {
+	s := validText(b.buf, true)
+	if cut := b.total - int64(len(b.buf)); cut > 0 {
+		s += fmt.Sprintf("\n[… output cut: %d of %d bytes kept …]", len(b.buf), b.total)
+	}
+	return s
+}
+
+// section is the start of the output for an error message, or "".
+func (b *headBuffer) section(limit int) string {
+	if b.total == 0 {
+		return ""
+	}
+	head := b.buf[:min(limit, len(b.buf))]
+	return "; stdout (start):\n" + validText(head, true)
+}
+
+// tailBuffer keeps the last limit bytes written to it.
+type tailBuffer struct {
+	limit int
+	buf   []byte
+	total int64
+}
+
+// Write keeps the tail; it never fails.
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.total += int64(len(p))
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > 2*b.limit {
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-b.limit:]...)
+	}
+	return len(p), nil
+}
+
+// section is the tail of stderr for an error message, or "".
+func (b *tailBuffer) section() string {
+	tail := b.buf
+	if len(tail) > b.limit {
+		tail = tail[len(tail)-b.limit:]
+	}
+	text := strings.TrimRight(validText(tail, false), "\n")
+	if strings.TrimSpace(text) == "" {
+		return ""
+	}
+	if b.total > int64(len(tail)) {
+		return fmt.Sprintf("; stderr (last %d of %d bytes):\n%s", len(tail), b.total, text)
+	}
+	return "; stderr:\n" + text
+}
+
+// validText returns b as valid UTF-8, dropping a character cut at the end
+// (head) or the start (tail).
+func validText(b []byte, head bool) string {
+	if head {
+		for i := 0; i < 3 && len(b) > 0 && !validEnd(b); i++ {
+			b = b[:len(b)-1]
+		}
+	} else {
+		for i := 0; i < 3 && len(b) > 0 && b[0]&0xc0 == 0x80; i++ {
+			b = b[1:]
+		}
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// validEnd reports whether b does not end inside a multi-byte character.
+func validEnd(b []byte) bool {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-4; i-- {
+		c := b[i]
+		if c&0xc0 == 0x80 {
+			continue
+		}
+		need := 1
+		switch {
+		case c >= 0xf0:
+			need = 4
+		case c >= 0xe0:
+			need = 3
+		case c >= 0xc0:
+			need = 2
+		}
+		return len(b)-i >= need
+	}
+	return true
+}
