@@ -12,6 +12,7 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
 
 // pastFixesTimeout bounds the error-memory lookup of a failed call.
@@ -44,7 +45,22 @@ func (a *callActor) Receive(ctx actor.Context) {
 		Emit: func(text string) { em.text(closed, p.id, p.name, text) },
 		Ask:  a.in.cfg.board.asker(em, a.in.session, p.id, p.name),
 	}
-	res, err := p.tool.Handler(cctx, c)
+	if !p.fault.RunsTool() {
+		ctx.Send(ctx.Parent(), injectedOutcome(p))
+		return
+	}
+	var res toolkit.Result
+	var err error
+	if p.fault.Latency > 0 {
+		select {
+		case <-time.After(p.fault.Latency):
+		case <-cctx.Done():
+			err = cctx.Err()
+		}
+	}
+	if err == nil {
+		res, err = p.tool.Handler(cctx, c)
+	}
 	o := &callOutcome{idx: p.idx}
 	var skipped *toolkit.SkippedError
 	switch {
@@ -68,7 +84,26 @@ func (a *callActor) Receive(ctx actor.Context) {
 		}
 		cancel()
 	}
+	if p.fault.Injected() {
+		if o.msg.Status == string(toolkit.StatusOK) {
+			o.msg.Content = p.fault.Alter(o.msg.Content)
+		}
+		o.msg.Injected = p.fault.Label()
+		o.cache = nil
+	}
 	ctx.Send(ctx.Parent(), o)
+}
+
+// injectedOutcome is the result of a fault that replaces the run: the tool
+// never runs.
+func injectedOutcome(p *callPlan) *callOutcome {
+	st := toolkit.StatusError
+	if p.fault.Fault.Kind == chaos.KindTimeout {
+		st = toolkit.StatusTimeout
+	}
+	m := toolMsg(p, st, p.fault.Replacement(p.tool.EffectiveTimeout()))
+	m.Injected = p.fault.Label()
+	return &callOutcome{idx: p.idx, msg: m}
 }
 
 // text emits streamed output of a call that is still open.

@@ -11,6 +11,7 @@ import (
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
 
 // Defaults filled in by Config.withDefaults.
@@ -74,6 +75,10 @@ type Config struct {
 	// fixes of errors like this one (error memory); they are added to a
 	// failed call's text before its next: line. It runs on the call's actor.
 	PastFixes func(ctx context.Context, tool, errText string) []string
+
+	// Chaos is the chaos-mode policy of runs whose turns bring none; nil
+	// (the default) injects nothing.
+	Chaos *chaos.Policy
 
 	board *questionBoard // set by Spawn
 }

@@ -75,7 +75,7 @@ func (a *turnActor) dedupChanges(msgs []*messages.ToolMessage) (put []*cachestor
 			continue
 		}
 		m := msgs[p.idx]
-		if toolkit.Status(m.Status) != toolkit.StatusOK {
+		if toolkit.Status(m.Status) != toolkit.StatusOK || m.Injected != "" {
 			continue
 		}
 		if !p.readOnly {

@@ -13,6 +13,7 @@ import (
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
 
 // Sentinel errors of the API.
@@ -77,6 +78,9 @@ func (d *Dispatcher) PID() *actor.PID { return d.pid }
 func (d *Dispatcher) Dispatch(ctx context.Context, t *messages.DispatchTurn) (*messages.TurnResult, error) {
 	if err := checkTurn(t); err != nil {
 		return nil, err
+	}
+	if _, err := chaos.Parse(t.Chaos); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
 	if len(t.ClientTools) > 0 {
 		var client []*toolkit.Tool

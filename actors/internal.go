@@ -7,6 +7,7 @@ import (
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
 
 // Messages that never leave the actor system. Each is immutable once sent.
@@ -89,6 +90,8 @@ type callPlan struct {
 	dupOf int
 	// fetch marks the tool's schema fetched for the run at commit.
 	fetch bool
+	// fault is what chaos mode injects into the call (usually nothing).
+	fault chaos.Decision
 }
 
 // preflightDone is pass 1's reply to its turn.

@@ -12,6 +12,7 @@ import (
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
 
 // preflightInput is everything pass 1 needs; immutable.
@@ -25,6 +26,9 @@ type preflightInput struct {
 	approve  string
 	autoLoad bool
 	turnCtx  context.Context
+	run      string
+	turn     int64
+	chaos    *chaos.Policy // nil: no faults
 }
 
 // confirmTimedOut fires when a confirmation got no answer in time.
@@ -194,8 +198,21 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 		}
 		a.inTurn[p.dedupKey] = p
 	}
+	p.fault = in.chaos.Decide(in.run, in.turn, p.idx, p.name)
 	// 9. Confirm gate.
 	if p.readOnly {
+		if p.fault.Injected() && p.fault.Fault.Kind == chaos.KindDeny {
+			p.fault = chaos.Decision{} // only calls that ask can be denied
+		}
+		return p, false
+	}
+	if p.fault.Injected() && p.fault.Fault.Kind == chaos.KindDeny {
+		delete(a.inTurn, p.dedupKey)
+		p.decided = toolMsg(p, toolkit.StatusSkipped, skippedText(p.fault.Replacement(0)))
+		p.decided.Injected = p.fault.Label()
+		if in.em.active() {
+			in.em.emit(&messages.Event{Kind: EventToolSkipped, CallId: p.id, Tool: p.name, Injected: p.decided.Injected})
+		}
 		return p, false
 	}
 	switch {

@@ -9,6 +9,7 @@ import (
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
 
 const defaultRun = "default"
@@ -115,8 +116,12 @@ func (a *turnActor) start(ctx actor.Context) {
 }
 
 func (a *turnActor) startPreflight(ctx actor.Context) {
+	policy := a.cfg.Chaos
+	if p, _ := chaos.Parse(a.req.turn.Chaos); p != nil {
+		policy = p
+	}
 	in := &preflightInput{
-		cfg: a.cfg, view: a.view, runState: a.runState, em: a.em, provider: a.provider,
+		cfg: a.cfg, view: a.view, runState: a.runState, em: a.em, provider: a.provider, run: a.run, turn: a.turn, chaos: policy,
 		calls: a.req.turn.Message.GetToolCalls(), approve: a.req.turn.Approve,
 		autoLoad: a.req.turn.AutoLoadSchemas, turnCtx: a.ctx,
 	}
@@ -202,7 +207,7 @@ func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome)
 			}
 			msgs[p.idx] = o.msg
 			fetched = append(fetched, o.fetched...)
-			if o.cache != nil && o.msg.Status == string(toolkit.StatusOK) {
+			if o.cache != nil && o.msg.Status == string(toolkit.StatusOK) && o.msg.Injected == "" {
 				cachePut = append(cachePut, cachestore.CacheEntry{Key: o.cache.Key, Value: o.cache.Value, Expires: o.cache.Expires})
 			}
 		}
@@ -214,6 +219,12 @@ func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome)
 		if p.dupOf >= 0 {
 			orig := msgs[p.dupOf]
 			msgs[p.idx] = toolMsg(p, toolkit.StatusDeduped, orig.Content)
+			msgs[p.idx].Injected = orig.Injected
+		}
+	}
+	for _, m := range msgs {
+		if m.Injected != "" {
+			a.cfg.Observer.Injected(m.Name, m.Injected)
 		}
 	}
 	for _, m := range msgs {
@@ -252,7 +263,7 @@ func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome)
 		}
 		if a.em.active() {
 			for _, m := range msgs {
-				a.em.emit(&messages.Event{Kind: EventToolResult, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status, Text: clip(m.Content, maxEventText)})
+				a.em.emit(&messages.Event{Kind: EventToolResult, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status, Text: clip(m.Content, maxEventText), Injected: m.Injected})
 			}
 		}
 		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Turn: a.turn, Messages: msgs}, false)

@@ -365,8 +365,11 @@ type DispatchTurn struct {
 	Exclude []string `protobuf:"bytes,8,rep,name=exclude,proto3" json:"exclude,omitempty"`
 	// auto_load_schemas runs a not-yet-fetched tool at once when its arguments validate.
 	AutoLoadSchemas bool `protobuf:"varint,9,opt,name=auto_load_schemas,json=autoLoadSchemas,proto3" json:"auto_load_schemas,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// chaos is a chaos-mode policy as JSON ({"seed":…,"rules":[…]}); empty
+	// means the dispatcher's default (normally none).
+	Chaos         string `protobuf:"bytes,10,opt,name=chaos,proto3" json:"chaos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DispatchTurn) Reset() {
@@ -460,6 +463,13 @@ func (x *DispatchTurn) GetAutoLoadSchemas() bool {
 		return x.AutoLoadSchemas
 	}
 	return false
+}
+
+func (x *DispatchTurn) GetChaos() string {
+	if x != nil {
+		return x.Chaos
+	}
+	return ""
 }
 
 // TurnResult is the reply to DispatchTurn: one tool message per call, in call order.
@@ -941,7 +951,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
 	"\n" +
 	"parameters\x18\x03 \x01(\tR\n" +
-	"parameters\"\xca\x02\n" +
+	"parameters\"\xe0\x02\n" +
 	"\fDispatchTurn\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03run\x18\x02 \x01(\tR\x03run\x12\x1a\n" +
@@ -951,7 +961,9 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\aapprove\x18\x06 \x01(\tR\aapprove\x12\x17\n" +
 	"\aturn_id\x18\a \x01(\tR\x06turnId\x12\x18\n" +
 	"\aexclude\x18\b \x03(\tR\aexclude\x12*\n" +
-	"\x11auto_load_schemas\x18\t \x01(\bR\x0fautoLoadSchemas\"\xb8\x01\n" +
+	"\x11auto_load_schemas\x18\t \x01(\bR\x0fautoLoadSchemas\x12\x14\n" +
+	"\x05chaos\x18\n" +
+	" \x01(\tR\x05chaos\"\xb8\x01\n" +
 	"\n" +
 	"TurnResult\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +

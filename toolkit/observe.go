@@ -22,6 +22,8 @@ type Observer interface {
 	Cache(tool string, hit bool)
 	// Abandoned: a call that ignored its context was abandoned.
 	Abandoned(tool string)
+	// Injected: chaos mode injected fault into a call of tool.
+	Injected(tool, fault string)
 }
 
 // NopObserver is an Observer that does nothing.
@@ -35,3 +37,4 @@ func (NopObserver) ConfirmWait(string, bool, time.Duration) {}
 func (NopObserver) InFlight(int)                            {}
 func (NopObserver) Cache(string, bool)                      {}
 func (NopObserver) Abandoned(string)                        {}
+func (NopObserver) Injected(string, string)                 {}

@@ -47,6 +47,7 @@ type Metrics struct {
 	inFlight    prometheus.Gauge
 	cache       *prometheus.CounterVec
 	abandoned   *prometheus.CounterVec
+	injected    *prometheus.CounterVec
 	httpReqs    *prometheus.CounterVec
 	httpDur     *prometheus.HistogramVec
 
@@ -86,6 +87,9 @@ func NewMetrics(tools *toolkit.Registry) *Metrics {
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tooldispatch_cache_requests_total", Help: "Result-cache lookups by tool and result (hit or miss).",
 		}, []string{"tool", "result"}),
+		injected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tooldispatch_injected_faults_total", Help: "Faults chaos mode injected, by tool and fault.",
+		}, []string{"tool", "fault"}),
 		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tooldispatch_abandoned_calls_total", Help: "Calls abandoned because they ignored their context.",
 		}, []string{"tool"}),
@@ -97,7 +101,7 @@ func NewMetrics(tools *toolkit.Registry) *Metrics {
 		}, []string{"route"}),
 	}
 	m.reg.MustRegister(m.calls, m.slotWait, m.exec, m.commit, m.confirmWait, m.inFlight,
-		m.cache, m.abandoned, m.httpReqs, m.httpDur,
+		m.cache, m.abandoned, m.injected, m.httpReqs, m.httpDur,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -164,6 +168,11 @@ func (m *Metrics) Cache(tool string, hit bool) {
 		result = "hit"
 	}
 	m.cache.WithLabelValues(m.toolLabel(tool), result).Inc()
+}
+
+// Injected implements toolkit.Observer.
+func (m *Metrics) Injected(tool, fault string) {
+	m.injected.WithLabelValues(m.toolLabel(tool), fault).Inc()
 }
 
 // Abandoned implements toolkit.Observer.
