@@ -200,7 +200,7 @@ func TestToolsCommand(t *testing.T) {
 		wantNames []string
 		context   string
 	}{
-		{name: "openai", args: nil, wantNames: []string{"find_tools", "reasoning_guide", "run_tool", "write_todo"}, context: "- read_files:"},
+		{name: "openai", args: nil, wantNames: []string{"ask_user", "chat_history", "find_tools", "reasoning_guide", "run_tool", "write_result", "write_todo"}, context: "- read_files:"},
 		{name: "claude-code", args: []string{"--provider", "claude-code"}, context: "only find_tools and client tools have their schemas loaded"},
 	}
 	for _, tt := range tests {

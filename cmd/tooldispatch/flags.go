@@ -46,6 +46,8 @@ type options struct {
 	run            string // generated per invocation when not given
 	logLevel       zerolog.Level
 	shell          bool
+	config         string // the operator's configuration file
+	chaos          string // a chaos policy file (run, serve)
 
 	// run
 	events         bool
@@ -54,6 +56,11 @@ type options struct {
 
 	// tools
 	all bool
+
+	// chaos plan / report
+	firstTurn int64
+	json      bool
+	runGiven  bool // --run was given
 
 	// serve
 	addr         string
@@ -67,10 +74,12 @@ type options struct {
 
 // commandUsage is the first line of each command's help.
 var commandUsage = map[string]string{
-	"run":     "run [flags] [FILE|-]\n\nDispatch the turns read from FILE (stdin when absent or -) and print events\nand results as JSON Lines.",
-	"tools":   "tools [flags]\n\nPrint the tools array and the turn-context text --provider gets at the start\nof a run, or with --all every registered tool with its schema and flags.",
-	"session": "session [flags]\n\nPrint the persisted session --session: {\"tools\":[…],\"tool_histories\":[…]}.",
-	"serve":   "serve [flags]\n\nServe the HTTP API, the live event streams, the operator page at / and\n/metrics (SPEC section 11).",
+	"run":          "run [flags] [FILE|-]\n\nDispatch the turns read from FILE (stdin when absent or -) and print events\nand results as JSON Lines.",
+	"tools":        "tools [flags]\n\nPrint the tools array and the turn-context text --provider gets at the start\nof a run, or with --all every registered tool with its schema and flags.",
+	"session":      "session [flags]\n\nPrint the persisted session --session: {\"tools\":[…],\"tool_histories\":[…]}.",
+	"chaos-plan":   "chaos plan --chaos FILE [flags] [TURNS|-]\n\nPrint the faults the policy injects into the turns of TURNS, before running them.",
+	"chaos-report": "chaos report [flags]\n\nList each injected fault of a session and what the agent did on its next turn.",
+	"serve":        "serve [flags]\n\nServe the HTTP API, the live event streams, the operator page at / and\n/metrics (SPEC section 11).",
 }
 
 // parseFlags parses the flags of cmd. Errors are exitErrors with status 2
@@ -93,11 +102,18 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 	fs.StringVar(&o.run, "run", "", "run `ID`; turns of a run share de-duplication (default: one new run per invocation)")
 	fs.StringVar(&logLevel, "log-level", defaultLogLevel, "log `LEVEL` on stderr: trace, debug, info, warn, error or disabled")
 	fs.BoolVar(&o.shell, "shell", false, "allow run_command's shell mode (a command line run by /bin/sh -c)")
+	fs.StringVar(&o.config, "config", "", "the operator's configuration `FILE` (TOML; default $"+configEnv+"); see docs/CONFIG.md")
 	switch cmd {
 	case "run":
 		fs.BoolVar(&o.events, "events", true, "print every event as a JSON line before the results")
 		fs.BoolVar(&o.fsync, "fsync", false, "fsync every commit, so committed turns survive a power loss")
 		fs.DurationVar(&o.confirmTimeout, "confirm-timeout", 0, "wait at most `DURATION` (e.g. 30s) for the answer to a confirmation, then skip the call (default 5m)")
+		fs.StringVar(&o.chaos, "chaos", "", "inject faults by the chaos policy `FILE` (TOML or JSON); see examples/chaos.toml")
+	case "chaos-plan":
+		fs.StringVar(&o.chaos, "chaos", "", "the chaos policy `FILE` (TOML or JSON)")
+		fs.Int64Var(&o.firstTurn, "first-turn", 1, "the session's turn `N` the first turn of the input will get")
+	case "chaos-report":
+		fs.BoolVar(&o.json, "json", false, "print JSON Lines instead of a table")
 	case "tools":
 		fs.BoolVar(&o.all, "all", false, "print every registered tool with its full schema and flags")
 	case "serve":
@@ -106,6 +122,7 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 		fs.StringVar(&o.allowOrigins, "allow-origin", "", "comma-separated `ORIGINS` allowed by CORS (default: none)")
 		fs.BoolVar(&o.fsync, "fsync", false, "fsync every commit, so committed turns survive a power loss")
 		fs.DurationVar(&o.confirmTimeout, "confirm-timeout", 0, "wait at most `DURATION` for the answer to a confirmation, then skip the call (default 5m)")
+		fs.StringVar(&o.chaos, "chaos", "", "inject faults by the chaos policy `FILE` (TOML or JSON); see examples/chaos.toml")
 		fs.DurationVar(&o.grace, "grace", defaultGrace, "on SIGTERM/SIGINT, let running turns finish for `DURATION`, then cancel them")
 	}
 
@@ -117,6 +134,7 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 		return nil, &exitError{code: exitUsage}
 	}
 	o.args = rest
+	o.runGiven = o.run != ""
 	if err := o.finish(e, workspace, data, logLevel); err != nil {
 		fmt.Fprintf(e.stderr, "tooldispatch %s: %v\n", cmd, err)
 		fs.Usage()
@@ -129,7 +147,7 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 // others.
 func (o *options) finish(e *env, workspace, data, logLevel string) error {
 	maxArgs := 0
-	if o.cmd == "run" {
+	if o.cmd == "run" || o.cmd == "chaos-plan" {
 		maxArgs = 1
 	}
 	if len(o.args) > maxArgs {

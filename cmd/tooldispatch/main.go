@@ -39,6 +39,7 @@ const usageText = `Usage:
   tooldispatch tools   [flags]            print the tools array and the turn-context text a provider gets
   tooldispatch session [flags]            print a persisted session: {"tools":[…],"tool_histories":[…]}
   tooldispatch serve   [flags]            HTTP service, default address 127.0.0.1:8723
+  tooldispatch chaos   plan|report        chaos mode: print a policy's faults before a run, or report them after
 
 Run "tooldispatch COMMAND -h" for the flags of a command.
 
@@ -108,6 +109,8 @@ func (e *env) main(args []string) int {
 		err = e.cmdSession(rest)
 	case "serve":
 		err = e.cmdServe(rest)
+	case "chaos":
+		err = e.cmdChaos(rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(e.stdout, usageText)
 		return exitOK

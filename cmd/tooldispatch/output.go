@@ -109,6 +109,13 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// writeJSONLine writes v as one compact JSON line.
+func writeJSONLine(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
 // output writes run's JSON lines from one goroutine it owns. Producers — the
 // dispatcher's event callback on actor goroutines and the run loop — queue
 // lines without blocking; the writer writes them in queue order and flushes

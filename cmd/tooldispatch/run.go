@@ -322,6 +322,7 @@ func (r *runner) request(t *inputTurn) (*messages.DispatchTurn, error) {
 		Message:         t.Message,
 		TurnId:          t.TurnID,
 		AutoLoadSchemas: t.AutoLoadSchemas,
+		Chaos:           t.Chaos,
 	}
 	key := runKey{dt.Session, dt.Run}
 	decl := r.decls[key]

@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 
+	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
@@ -37,7 +39,25 @@ func (e *env) cmdTools(args []string) error {
 		return err
 	}
 	defer ws.Close()
-	reg := newRegistry(ws, nil, o.shell, log)
+	cfg, err := loadConfig(o.config, o.workspace, log)
+	if err != nil {
+		return failf(exitUsage, "%v", err)
+	}
+	// Listing tools touches no data directory: the tools get a store in
+	// memory and a throwaway secrets key.
+	scratch, err := os.MkdirTemp("", "tooldispatch-tools-")
+	if err != nil {
+		return failf(exitFailure, "%v", err)
+	}
+	defer os.RemoveAll(scratch)
+	store := cachestore.NewMemory()
+	defer store.Close()
+	reg := toolkit.NewRegistry()
+	ts, err := registerTools(reg, ws, store, scratch, o, cfg, nil, log)
+	if err != nil {
+		return failf(exitFailure, "%v", err)
+	}
+	defer ts.close()
 
 	if o.all {
 		all := reg.All()

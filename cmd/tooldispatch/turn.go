@@ -10,6 +10,7 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
 
 // inputTurn is one turn read from run input: the assistant message and the
@@ -28,6 +29,8 @@ type inputTurn struct {
 	Exclude         []string
 	HasExclude      bool
 	AutoLoadSchemas bool
+	// Chaos is the turn's chaos policy as JSON, "" when none.
+	Chaos string
 
 	Message *messages.AssistantMessage
 }
@@ -44,6 +47,7 @@ type (
 		Approve         string           `json:"approve"`
 		Exclude         []string         `json:"exclude"`
 		AutoLoadSchemas bool             `json:"auto_load_schemas"`
+		Chaos           json.RawMessage  `json:"chaos"`
 	}
 	wireMessage struct {
 		Role      string          `json:"role"`
@@ -74,7 +78,7 @@ type (
 )
 
 // envelopeFields are the fields an envelope may have.
-var envelopeFields = []string{"session", "run", "provider", "client_tools", "message", "turn_id", "approve", "exclude", "auto_load_schemas"}
+var envelopeFields = []string{"session", "run", "provider", "client_tools", "message", "turn_id", "approve", "exclude", "auto_load_schemas", "chaos"}
 
 // parseTurn parses one JSON value, which starts at byte offset at, as an
 // assistant message or an envelope. Errors are *inputError (Turn unset)
@@ -111,6 +115,12 @@ func parseTurn(raw []byte, at int64) (*inputTurn, error) {
 		}
 		t.Session, t.Run, t.Provider, t.TurnID, t.Approve = env.Session, env.Run, env.Provider, env.TurnID, env.Approve
 		t.AutoLoadSchemas = env.AutoLoadSchemas
+		if len(env.Chaos) > 0 && string(env.Chaos) != "null" {
+			if _, err := chaos.Parse(string(env.Chaos)); err != nil {
+				return nil, &inputError{Offset: at, Err: err}
+			}
+			t.Chaos = string(env.Chaos)
+		}
 		_, t.HasExclude = keys["exclude"]
 		t.Exclude = env.Exclude
 		if _, t.HasClientTools = keys["client_tools"]; t.HasClientTools {

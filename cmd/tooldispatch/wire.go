@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -16,6 +17,13 @@ import (
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
+	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
+	"github.com/tooldispatch/tooldispatch/toolkit/interact"
+	"github.com/tooldispatch/tooldispatch/toolkit/mcp"
+	"github.com/tooldispatch/tooldispatch/toolkit/memory"
+	"github.com/tooldispatch/tooldispatch/toolkit/script"
+	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
+	"github.com/tooldispatch/tooldispatch/toolkit/web"
 )
 
 const (
@@ -51,13 +59,79 @@ func openWorkspace(dir string) (*builtin.Workspace, error) {
 	return ws, nil
 }
 
-// newRegistry returns a registry with the meta tools and the built-in tools
-// working in ws. versions may be nil (versions then live in memory).
-func newRegistry(ws *builtin.Workspace, versions builtin.Versions, shell bool, log zerolog.Logger) *toolkit.Registry {
-	reg := toolkit.NewRegistry()
+// mcpStartTimeout bounds how long start-up waits for MCP servers to list
+// their tools (a server still starting keeps being retried).
+const mcpStartTimeout = 30 * time.Second
+
+// toolset is every tool of an invocation and what they need closed.
+type toolset struct {
+	reg     *toolkit.Registry
+	secrets *secrets.Store
+	memory  *memory.Memory
+	web     *web.Web
+	mcp     *mcp.Manager
+}
+
+// registerTools fills reg with the meta tools, the built-in tools, the web
+// tools, secrets, the error memory, the interactive tools, MCP servers and
+// script/ext tools of the configuration.
+func registerTools(reg *toolkit.Registry, ws *builtin.Workspace, store cachestore.Store, dataDir string, o *options,
+	cfg *fileConfig, observer toolkit.Observer, log zerolog.Logger) (*toolset, error) {
+	ts := &toolset{reg: reg}
+	versions := builtin.StoreVersions(store)
 	toolkit.RegisterMeta(reg)
-	builtin.Register(reg, builtin.Deps{Workspace: ws, Versions: versions, Shell: shell, Logger: log})
-	return reg
+	builtin.Register(reg, builtin.Deps{Workspace: ws, Versions: versions, Shell: o.shell, Logger: log})
+	keyFile := cfg.Secrets.KeyFile
+	if keyFile == "" {
+		keyFile = filepath.Join(dataDir, "secret.key")
+	}
+	sec, err := secrets.Open(store, keyFile, log)
+	if err != nil {
+		return nil, fmt.Errorf("opening the secrets: %w", err)
+	}
+	ts.secrets = sec
+	reg.Register(secrets.StoreSecretTool(sec))
+	ts.web = web.Register(reg, web.Deps{Config: cfg.Web, Cache: web.CacheFromStore(store), Secrets: sec,
+		Workspace: ws, Observer: observer, Logger: log})
+	ts.memory = memory.New(store, ws.Dir())
+	ts.memory.Register(reg)
+	interact.Register(reg, interact.Deps{Workspace: ws, Versions: versions})
+	regd, err := script.Register(reg, script.Config{Script: cfg.Script, Ext: cfg.Ext}, ws.Dir(), log)
+	if err != nil {
+		ts.close()
+		return nil, fmt.Errorf("script tools: %w", err)
+	}
+	examples := map[string]*interact.Example{}
+	for _, r := range regd {
+		if r.Example != nil {
+			examples[r.Name] = &interact.Example{Tool: r.Name, Arguments: r.Example}
+		}
+	}
+	reg.Register(interact.TestTool(reg, func(name string) (*toolkit.Tool, *interact.Example, bool) {
+		t, ok := reg.Lookup(name)
+		return t, examples[name], ok
+	}))
+	if len(cfg.MCP.Servers) > 0 {
+		ts.mcp = mcp.NewManager(reg, cfg.MCP.Servers, log)
+		ctx, cancel := context.WithTimeout(context.Background(), mcpStartTimeout)
+		err := ts.mcp.Start(ctx)
+		cancel()
+		if err != nil {
+			ts.close()
+			return nil, fmt.Errorf("starting MCP servers: %w", err)
+		}
+	}
+	return ts, nil
+}
+
+// close stops MCP servers and shared web executions.
+func (ts *toolset) close() {
+	if ts.mcp != nil {
+		_ = ts.mcp.Close()
+	}
+	if ts.web != nil {
+		ts.web.Close()
+	}
 }
 
 // openStore opens the Badger store in dir, creating the directory when
@@ -77,6 +151,7 @@ type stack struct {
 	ws      *builtin.Workspace
 	store   cachestore.Store
 	reg     *toolkit.Registry
+	tools   *toolset
 	disp    *actors.Dispatcher
 	metrics *service.Metrics // serve only
 }
@@ -95,22 +170,50 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 		return nil, failf(exitFailure, "opening the store in %s: %v", o.data, err)
 	}
 	s.store = store
-	// File versions live in the store, so restore_file works across
-	// invocations.
-	s.reg = newRegistry(ws, builtin.StoreVersions(store), o.shell, log)
+	cfg, err := loadConfig(o.config, o.workspace, log)
+	if err != nil {
+		s.close(log)
+		return nil, failf(exitUsage, "%v", err)
+	}
+	policy := cfg.Chaos
+	if o.chaos != "" {
+		if policy, err = chaos.Load(o.chaos); err != nil {
+			s.close(log)
+			return nil, failf(exitUsage, "--chaos: %v", err)
+		}
+	}
+	s.reg = toolkit.NewRegistry()
 	var observer toolkit.Observer
 	if o.cmd == "serve" {
 		s.metrics = service.NewMetrics(s.reg)
 		observer = s.metrics
+	}
+	// File versions, secrets and the error memory live in the store, so
+	// they outlast the invocation.
+	s.tools, err = registerTools(s.reg, ws, store, o.data, o, cfg, observer, log)
+	if err != nil {
+		s.close(log)
+		return nil, failf(exitFailure, "%v", err)
+	}
+	maxConc := o.maxConcurrency
+	if maxConc == 0 {
+		maxConc = cfg.Dispatcher.MaxConcurrency
+	}
+	confirmTimeout := o.confirmTimeout
+	if confirmTimeout == 0 {
+		confirmTimeout = cfg.Dispatcher.ConfirmTimeout.Duration
 	}
 	s.disp, err = actors.New(actors.Config{
 		Observer:       observer,
 		Registry:       s.reg,
 		Store:          store,
 		Logger:         log,
-		MaxConcurrency: o.maxConcurrency,
+		MaxConcurrency: maxConc,
 		Events:         events,
-		ConfirmTimeout: o.confirmTimeout,
+		ConfirmTimeout: confirmTimeout,
+		Redact:         s.tools.secrets.Redactor().Redact,
+		PastFixes:      s.tools.memory.PastFixes,
+		Chaos:          policy,
 	})
 	if err != nil {
 		s.close(log)
@@ -130,6 +233,9 @@ func (s *stack) close(log zerolog.Logger) error {
 			errs = append(errs, fmt.Errorf("closing the dispatcher: %w", err))
 		}
 		cancel()
+	}
+	if s.tools != nil {
+		s.tools.close()
 	}
 	if s.store != nil {
 		if err := s.store.Close(); err != nil {

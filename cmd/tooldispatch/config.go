@@ -1,0 +1,155 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/rs/zerolog"
+
+	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
+	"github.com/tooldispatch/tooldispatch/toolkit/mcp"
+	"github.com/tooldispatch/tooldispatch/toolkit/script"
+	"github.com/tooldispatch/tooldispatch/toolkit/web"
+)
+
+// fileConfig is the operator's configuration file (TOML), documented in
+// docs/CONFIG.md. Only a file outside the workspace can trust tools: the
+// repository being worked on cannot approve its own tools.
+type fileConfig struct {
+	// Web configures the outbound-request policy, search_web's backend and
+	// public_api_list ([web]).
+	Web web.Config `toml:"web"`
+	// MCP lists MCP servers ([[mcp.servers]]).
+	MCP mcp.Config `toml:"mcp"`
+	// Script and Ext declare script_* and ext_* tools ([script], [ext]).
+	Script script.ScriptConfig `toml:"script"`
+	Ext    script.ExtConfig    `toml:"ext"`
+	// Secrets: where the key of the encrypted secrets lives ([secrets]).
+	Secrets secretsConfig `toml:"secrets"`
+	// Chaos is a chaos-mode policy applied to every run ([chaos]); off
+	// when absent. --chaos FILE overrides it.
+	Chaos *chaos.Policy `toml:"chaos"`
+	// Dispatcher holds defaults of the dispatcher ([dispatcher]).
+	Dispatcher dispatcherConfig `toml:"dispatcher"`
+}
+
+type secretsConfig struct {
+	// KeyFile is the AES-256 key file, created with mode 0600 when missing
+	// (default: secret.key in the data directory). The environment variable
+	// TOOLDISPATCH_SECRET_KEY (base64 of 32 bytes) takes precedence.
+	KeyFile string `toml:"key_file"`
+}
+
+type dispatcherConfig struct {
+	// MaxConcurrency: concurrent tools of one turn at once (default half
+	// the cores, at least 3); --max-concurrency overrides it.
+	MaxConcurrency int `toml:"max_concurrency"`
+	// ConfirmTimeout: how long a confirmation waits (default 5m).
+	ConfirmTimeout duration `toml:"confirm_timeout"`
+	// AutoLoadSchemas runs a not-yet-fetched tool at once when its
+	// arguments validate (saves a round trip).
+	AutoLoadSchemas bool `toml:"auto_load_schemas"`
+	// Exclude lists tools no run may call.
+	Exclude []string `toml:"exclude"`
+}
+
+// duration is a time.Duration written "30s" in TOML.
+type duration struct{ time.Duration }
+
+func (d *duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	d.Duration = v
+	return err
+}
+
+// configEnv names the configuration file when --config is not given.
+const configEnv = "TOOLDISPATCH_CONFIG"
+
+// loadConfig reads the configuration file (or none). A file inside the
+// workspace loses every trust flag it sets, with a warning.
+func loadConfig(file, workspace string, log zerolog.Logger) (*fileConfig, error) {
+	cfg := &fileConfig{}
+	if file == "" {
+		file = os.Getenv(configEnv)
+	}
+	if file == "" {
+		return cfg, nil
+	}
+	md, err := toml.DecodeFile(file, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", file, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		sort.Strings(keys)
+		return nil, fmt.Errorf("config %s: unknown keys: %s", file, strings.Join(keys, ", "))
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", file, err)
+	}
+	if inside(file, workspace) {
+		log.Warn().Str("config", file).Msg("the configuration file is inside the workspace: its trust flags are ignored")
+		for i := range cfg.MCP.Servers {
+			cfg.MCP.Servers[i].Trusted = false
+		}
+		for i := range cfg.Script.Manifests {
+			cfg.Script.Manifests[i].Trusted = false
+		}
+		for i := range cfg.Script.Tools {
+			cfg.Script.Tools[i].ReadOnly = false
+		}
+		for i := range cfg.Ext.Tools {
+			cfg.Ext.Tools[i].ReadOnly = false
+		}
+	}
+	return cfg, nil
+}
+
+func (c *fileConfig) validate() error {
+	var errs []error
+	if err := c.Web.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.MCP.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := (script.Config{Script: c.Script, Ext: c.Ext}).Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Chaos != nil {
+		if err := c.Chaos.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("chaos: %w", err))
+		}
+	}
+	if c.Dispatcher.MaxConcurrency < 0 {
+		errs = append(errs, errors.New("dispatcher.max_concurrency must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// inside reports whether file lies in dir (after resolving symlinks where
+// possible).
+func inside(file, dir string) bool {
+	abs := func(p string) string {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			return p
+		}
+		if r, err := filepath.EvalSymlinks(a); err == nil {
+			return r
+		}
+		return a
+	}
+	f, d := abs(file), abs(dir)
+	rel, err := filepath.Rel(d, f)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
