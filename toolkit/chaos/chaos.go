@@ -108,7 +108,10 @@ func Parse(text string) (*Policy, error) {
 	if err := json.Unmarshal([]byte(text), p); err != nil {
 		return nil, fmt.Errorf("chaos policy: %w", err)
 	}
-	return p, p.Validate()
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("chaos policy: %w", err)
+	}
+	return p, nil
 }
 
 // Validate names the first bad field.

@@ -9,6 +9,7 @@ import (
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
 
 // maxIDLen is the longest session, run or turn id the dispatcher takes.
@@ -205,10 +206,17 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*messages.Di
 			return bad("client_tools: %s", err.Error())
 		}
 	}
+	var policy string
+	if len(req.Chaos) > 0 && string(req.Chaos) != "null" {
+		if _, err := chaos.Parse(string(req.Chaos)); err != nil {
+			return bad("%s", err.Error())
+		}
+		policy = string(req.Chaos)
+	}
 	dt := &messages.DispatchTurn{
 		Session: session, Run: req.Run, Provider: req.Provider, Message: msg,
 		ClientTools: decl.clientTools, Exclude: decl.exclude,
-		Approve: approve, TurnId: req.TurnID, AutoLoadSchemas: req.AutoLoadSchemas,
+		Approve: approve, TurnId: req.TurnID, AutoLoadSchemas: req.AutoLoadSchemas, Chaos: policy,
 	}
 	return dt, key, decl, nil
 }

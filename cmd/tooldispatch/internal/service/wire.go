@@ -24,6 +24,7 @@ type (
 		Approve         string            `json:"approve"`
 		Exclude         *[]string         `json:"exclude"`
 		AutoLoadSchemas bool              `json:"auto_load_schemas"`
+		Chaos           json.RawMessage   `json:"chaos"`
 	}
 	wireMessage struct {
 		Role      string          `json:"role"`
