@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/internal/procgroup"
 )
 
 const (
@@ -24,8 +25,6 @@ const (
 	commandTimeout = 300 * time.Second
 	// killGrace is how long a process group has between SIGTERM and SIGKILL.
 	killGrace = 500 * time.Millisecond
-	// groupPoll is how often a terminated group is checked for survivors.
-	groupPoll = 10 * time.Millisecond
 	// emitChunk is the longest piece of a line streamed as one event.
 	emitChunk = 4 << 10
 	// streamFactor: streaming stops after streamFactor × OutputCap bytes.
@@ -232,7 +231,7 @@ func (r *commandRunner) runProcess(ctx context.Context, argv []string, dir strin
 		}
 	}
 	// The leader is gone; nothing it started may outlive the call.
-	endGroup(pgid)
+	procgroup.Stop(pgid, killGrace, syscall.SIGTERM, syscall.SIGKILL)
 
 	// Every writer of the pipe is dead unless one left the process group;
 	// do not wait for such a runaway.
@@ -246,66 +245,6 @@ func (r *commandRunner) runProcess(ctx context.Context, argv []string, dir strin
 	}
 	pr.Close()
 	return out, cmd.ProcessState, stopped, nil
-}
-
-// endGroup stops whatever remains of process group pgid: SIGTERM, then
-// SIGKILL when members remain after killGrace, and waits (at most killGrace
-// more) until none is left running.
-func endGroup(pgid int) {
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		if !groupAlive(pgid) {
-			return
-		}
-		_ = syscall.Kill(-pgid, sig)
-		for deadline := time.Now().Add(killGrace); time.Now().Before(deadline); {
-			if !groupAlive(pgid) {
-				return
-			}
-			time.Sleep(groupPoll)
-		}
-	}
-}
-
-// groupAlive reports whether process group pgid has a member that is still
-// running. Zombies do not count: members orphaned by the leader are reaped
-// by init, which may take a while or, in some containers, never happen.
-func groupAlive(pgid int) bool {
-	if errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) {
-		return false
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return true
-	}
-	want := strconv.Itoa(pgid)
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		state, pgrp, ok := procState(e.Name())
-		if ok && pgrp == want && state != "Z" && state != "X" {
-			return true
-		}
-	}
-	return false
-}
-
-// procState reads a process's state letter and process group from
-// /proc/PID/stat ("pid (comm) state ppid pgrp …"; comm may hold spaces).
-func procState(pid string) (state, pgrp string, ok bool) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return "", "", false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return "", "", false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 {
-		return "", "", false
-	}
-	return f[0], f[2], true
 }
 
 // minimalEnv is the environment of a command: PATH, HOME and LANG only, so

@@ -9,12 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/internal/procgroup"
 )
 
 func TestMain(m *testing.M) {
@@ -148,11 +148,7 @@ func wantContent(t *testing.T, content string, err error, parts ...string) {
 // for its parent to reap it).
 func processGone(t *testing.T, pid int) bool {
 	t.Helper()
-	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		return true
-	}
-	state, _, ok := procState(strconv.Itoa(pid))
-	return !ok || state == "Z" || state == "X"
+	return !procgroup.Running(pid)
 }
 
 // emitted collects streamed output; safe for concurrent use.

@@ -15,7 +15,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
+
+	"github.com/tooldispatch/tooldispatch/toolkit/internal/procgroup"
 )
+
+// groupGrace bounds the wait for a killed server's process group to be gone.
+const groupGrace = 500 * time.Millisecond
 
 const (
 	// terminateDuration is how long closing a stdio session waits for the
@@ -235,7 +240,7 @@ func (s *server) end(c *conn) {
 func (c *conn) cleanup() {
 	if c.cmd != nil && c.cmd.Process != nil {
 		// The session reaped the leader; nothing it started may outlive it.
-		endGroup(c.cmd.Process.Pid)
+		procgroup.Stop(c.cmd.Process.Pid, groupGrace, syscall.SIGKILL)
 	}
 	if c.stderr != nil {
 		c.stderr.flush()

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/internal/procgroup"
 )
 
 const (
@@ -24,9 +25,6 @@ const (
 	// SIGKILL, and how long a finished program's output pipes may stay
 	// open (held by a background descendant) before they are closed.
 	killGrace = 500 * time.Millisecond
-	// groupPoll is how often a killed process group is checked for
-	// members still running.
-	groupPoll = 10 * time.Millisecond
 	// stderrTail is how much of stderr a failure reports.
 	stderrTail = 4 << 10
 	// stdoutInError is how much of stdout a failure with empty stderr
@@ -196,7 +194,7 @@ func (r *runner) run(ctx context.Context, c *toolkit.Call) (toolkit.Result, erro
 		}
 	}
 	// Nothing the program started may outlive the call.
-	endGroup(pgid)
+	procgroup.Stop(pgid, killGrace, syscall.SIGKILL)
 	elapsed := time.Since(began).Round(time.Millisecond)
 	r.log.Debug().Str("tool", r.name).Dur("elapsed", elapsed).Int("exit", cmd.ProcessState.ExitCode()).
 		Int64("stdout_bytes", stdout.total).Int64("stderr_bytes", stderr.total).Msg("script tool ended")
@@ -243,47 +241,6 @@ func (r *runner) environ(callID string) []string {
 	}
 	sort.Strings(env)
 	return env
-}
-
-// endGroup kills what is left of process group pgid and waits (at most
-// killGrace) until none of its members runs any more.
-func endGroup(pgid int) {
-	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
-		return // ESRCH: the group is empty
-	}
-	for deadline := time.Now().Add(killGrace); groupRunning(pgid) && time.Now().Before(deadline); {
-		time.Sleep(groupPoll)
-	}
-}
-
-// groupRunning reports whether a member of process group pgid is still
-// running. Zombies do not count: orphans are reaped by init, which may take
-// a while or, in some containers, never happen.
-func groupRunning(pgid int) bool {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return false
-	}
-	want := strconv.Itoa(pgid)
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid pgrp …"; comm may hold spaces.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) >= 3 && f[2] == want && f[0] != "Z" && f[0] != "X" {
-			return true
-		}
-	}
-	return false
 }
 
 // exitStatus describes how a process ended.
