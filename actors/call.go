@@ -18,49 +18,79 @@ import (
 // pastFixesTimeout bounds the error-memory lookup of a failed call.
 const pastFixesTimeout = 2 * time.Second
 
-// startCall tells a call actor to run its tool.
-type startCall struct{}
+// startCall tells a call actor to run a call's tool; closed is set once the
+// pool has recorded the call's outcome.
+type startCall struct {
+	plan   *callPlan
+	closed *atomic.Bool
+}
 
-// callActor runs one call's tool. Running the tool is this actor's only
-// work, so it runs inside Receive: a panic escalates to the pool, its
-// supervisor, which answers the call; a tool that ignores its context keeps
-// this actor (not the pool) busy until the pool's watchdog abandons it.
+// callActor runs calls' tools, one at a time, as the pool hands them out.
+// Running the tool is this actor's only work, so it runs inside Receive: a
+// panic escalates to the pool, its supervisor, which answers the call; a
+// tool that ignores its context keeps this actor (not the pool) busy until
+// the pool's watchdog abandons it.
 type callActor struct {
 	in      *poolInput
-	plan    *callPlan
 	turnCtx context.Context
-	closed  *atomic.Bool
 }
 
 func (a *callActor) Receive(ctx actor.Context) {
-	if _, ok := ctx.Message().(*startCall); !ok {
+	m, ok := ctx.Message().(*startCall)
+	if !ok {
 		return
 	}
-	p := a.plan
+	ctx.Send(ctx.Parent(), a.run(m.plan, m.closed))
+}
+
+// run runs one call's tool and returns its outcome. The common case (the
+// tool returns without error, no fault injected) stays on a small stack
+// frame; the rest is in settle, so a call actor's fresh mailbox goroutine
+// rarely has to grow its stack.
+func (a *callActor) run(p *callPlan, closed *atomic.Bool) *callOutcome {
+	if !p.fault.RunsTool() {
+		return injectedOutcome(p)
+	}
 	cctx, cancel := context.WithTimeout(a.turnCtx, p.tool.EffectiveTimeout())
 	defer cancel()
-	em, closed := a.in.em, a.closed
+	em := a.in.em
 	c := &toolkit.Call{
 		Session: a.in.session, Run: a.in.run, Turn: a.in.turn, ID: p.id, Name: p.name, Args: p.args, View: a.in.view,
 		Emit: func(text string) { em.text(closed, p.id, p.name, text) },
 		Ask:  a.in.cfg.board.asker(em, a.in.session, p.id, p.name),
 	}
-	if !p.fault.RunsTool() {
-		ctx.Send(ctx.Parent(), injectedOutcome(p))
-		return
-	}
 	var res toolkit.Result
 	var err error
 	if p.fault.Latency > 0 {
-		select {
-		case <-time.After(p.fault.Latency):
-		case <-cctx.Done():
-			err = cctx.Err()
-		}
+		err = sleepCtx(cctx, p.fault.Latency)
 	}
 	if err == nil {
 		res, err = p.tool.Handler(cctx, c)
 	}
+	if err == nil && !p.fault.Injected() {
+		return &callOutcome{idx: p.idx, msg: toolMsg(p, toolkit.StatusOK, res.Content), fetched: res.Fetched, cache: res.Cache}
+	}
+	return a.settle(cctx, p, res, err)
+}
+
+// sleepCtx waits d or until ctx ends.
+//
+//go:noinline
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// settle builds the outcome of a call that failed or had a fault injected.
+//
+//go:noinline
+func (a *callActor) settle(cctx context.Context, p *callPlan, res toolkit.Result, err error) *callOutcome {
 	o := &callOutcome{idx: p.idx}
 	var skipped *toolkit.SkippedError
 	switch {
@@ -91,7 +121,7 @@ func (a *callActor) Receive(ctx actor.Context) {
 		o.msg.Injected = p.fault.Label()
 		o.cache = nil
 	}
-	ctx.Send(ctx.Parent(), o)
+	return o
 }
 
 // injectedOutcome is the result of a fault that replaces the run: the tool

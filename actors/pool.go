@@ -46,13 +46,17 @@ type watchdogFired struct {
 	status toolkit.Status
 }
 
+// watchdogTick fires at the earliest deadline (timeout plus grace) of the
+// calls the pool has started; the pool abandons every call past its deadline.
+type watchdogTick struct{}
+
 // running is one call the pool has started.
 type running struct {
 	plan     *callPlan
 	started  time.Time
+	deadline time.Time // timeout plus grace: abandoned after it
 	pid      *actor.PID
-	timer    *time.Timer
-	closed   *atomic.Bool // set once the call's outcome is recorded
+	closed   atomic.Bool // set once the call's outcome is recorded
 	finished bool
 	panicked bool // free the slot on Terminated, not before
 }
@@ -61,8 +65,16 @@ type running struct {
 // concurrent calls is one segment run in parallel under the limit; every
 // other call is a segment of its own, so it starts after all earlier calls
 // end and before any later call starts. Before a segment starts, the intent
-// record naming its calls is persisted. The pool is its children's
-// supervisor: a call actor that panics answers its own call with an error.
+// record naming its calls is persisted.
+//
+// Calls run on call actors, children of the pool, which reuses a call actor
+// for the next call once its call has ended (at most MaxConcurrency exist at
+// once): spawning and stopping an actor per call cost more than the rest of
+// a no-op call. The pool stays their supervisor: a call actor that panics
+// answers its own call with an error and is stopped, and its slot is freed
+// when it has terminated; a call actor whose call is abandoned is stopped and
+// never reused. One watchdog timer per pool, set to the earliest deadline of
+// the running calls, replaces a timer per call.
 type poolActor struct {
 	in     *poolInput
 	ctx    context.Context
@@ -73,11 +85,15 @@ type poolActor struct {
 	queuedAt time.Time // when the current segment's calls became ready
 	queue    []*callPlan
 	inflight int
-	byPID    map[string]*running
+	byPID    map[string]*running // call actor id -> its current (or last) call
 	byIdx    map[int]*running
 	outcomes map[int]*callOutcome
+	idle     []*actor.PID // call actors whose call ended, ready for another
 	canceled bool
 	done     bool
+
+	timer   *time.Timer // the watchdog; fires at timerAt
+	timerAt time.Time   // zero when the timer is not armed
 }
 
 func newPoolActor(in *poolInput) *poolActor {
@@ -94,6 +110,8 @@ func (a *poolActor) Receive(ctx actor.Context) {
 		a.finished(ctx, m)
 	case *watchdogFired:
 		a.watchdog(ctx, m)
+	case *watchdogTick:
+		a.watchdogTick(ctx)
 	case *cancelTurn:
 		a.cancelTurn(ctx)
 	case *actor.Terminated:
@@ -105,10 +123,8 @@ func (a *poolActor) Receive(ctx actor.Context) {
 			}
 		}
 	case *actor.Stopping:
-		for _, r := range a.byIdx {
-			if r.timer != nil {
-				r.timer.Stop()
-			}
+		if a.timer != nil {
+			a.timer.Stop()
 		}
 	}
 }
@@ -188,23 +204,63 @@ func (a *poolActor) launch(ctx actor.Context) {
 }
 
 func (a *poolActor) start(ctx actor.Context, p *callPlan) {
-	r := &running{plan: p, closed: new(atomic.Bool), started: time.Now()}
+	r := &running{plan: p, started: time.Now()}
+	r.deadline = r.started.Add(p.tool.EffectiveTimeout() + a.in.cfg.WatchdogGrace)
 	obs := a.in.cfg.Observer
 	obs.SlotWait(p.name, r.started.Sub(a.queuedAt))
 	obs.InFlight(1)
 	a.in.em.call(EventToolCallStart, p.id, p.name)
-	in, turnCtx, closed := a.in, a.ctx, r.closed
-	r.pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &callActor{in: in, plan: p, turnCtx: turnCtx, closed: closed}
-	}))
+	if n := len(a.idle); n > 0 {
+		r.pid = a.idle[n-1]
+		a.idle = a.idle[:n-1]
+	} else {
+		in, turnCtx := a.in, a.ctx
+		r.pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+			return &callActor{in: in, turnCtx: turnCtx}
+		}))
+	}
 	a.byPID[r.pid.Id] = r
 	a.byIdx[p.idx] = r
 	a.inflight++
-	self, sys, idx := ctx.Self(), ctx.ActorSystem(), p.idx
-	r.timer = time.AfterFunc(p.tool.EffectiveTimeout()+a.in.cfg.WatchdogGrace, func() {
-		sys.Root.Send(self, &watchdogFired{idx: idx, status: toolkit.StatusTimeout})
-	})
-	ctx.Send(r.pid, &startCall{})
+	a.arm(ctx, r.deadline)
+	ctx.Send(r.pid, &startCall{plan: p, closed: &r.closed})
+}
+
+// arm makes the watchdog fire no later than at.
+func (a *poolActor) arm(ctx actor.Context, at time.Time) {
+	if !a.timerAt.IsZero() && !at.Before(a.timerAt) {
+		return
+	}
+	a.timerAt = at
+	if a.timer != nil {
+		a.timer.Reset(time.Until(at))
+		return
+	}
+	self, sys := ctx.Self(), ctx.ActorSystem()
+	a.timer = time.AfterFunc(time.Until(at), func() { sys.Root.Send(self, &watchdogTick{}) })
+}
+
+// watchdogTick abandons the calls past their deadline and sets the
+// watchdog to the earliest deadline of those still running.
+func (a *poolActor) watchdogTick(ctx actor.Context) {
+	a.timerAt = time.Time{}
+	now := time.Now()
+	var next time.Time
+	for idx, r := range a.byIdx {
+		if r.finished {
+			continue
+		}
+		if !now.Before(r.deadline) {
+			a.watchdog(ctx, &watchdogFired{idx: idx, status: toolkit.StatusTimeout})
+			continue
+		}
+		if next.IsZero() || r.deadline.Before(next) {
+			next = r.deadline
+		}
+	}
+	if !next.IsZero() {
+		a.arm(ctx, next)
+	}
 }
 
 // record settles a call's outcome once and emits its closing events.
@@ -213,11 +269,8 @@ func (a *poolActor) record(r *running, o *callOutcome) bool {
 		return false
 	}
 	r.finished = true
-	if r.timer != nil {
-		r.timer.Stop()
-	}
 	a.outcomes[o.idx] = o
-	a.in.em.closeCall(r.closed, o.msg)
+	a.in.em.closeCall(&r.closed, o.msg)
 	obs := a.in.cfg.Observer
 	obs.InFlight(-1)
 	obs.Executed(r.plan.name, o.msg.Status, time.Since(r.started))
@@ -235,7 +288,7 @@ func (a *poolActor) finished(ctx actor.Context, o *callOutcome) {
 		return
 	}
 	a.inflight--
-	ctx.Stop(r.pid)
+	a.idle = append(a.idle, r.pid)
 	a.launch(ctx)
 }
 

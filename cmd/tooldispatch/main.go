@@ -40,6 +40,7 @@ const usageText = `Usage:
   tooldispatch session [flags]            print a persisted session: {"tools":[…],"tool_histories":[…]}
   tooldispatch serve   [flags]            HTTP service, default address 127.0.0.1:8723
   tooldispatch chaos   plan|report        chaos mode: print a policy's faults before a run, or report them after
+  tooldispatch bench   [flags]            the dispatch benchmark: tooldispatch against a bare dispatcher and eino
 
 Run "tooldispatch COMMAND -h" for the flags of a command.
 
@@ -111,6 +112,8 @@ func (e *env) main(args []string) int {
 		err = e.cmdServe(rest)
 	case "chaos":
 		err = e.cmdChaos(rest)
+	case "bench":
+		err = e.cmdBench(rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(e.stdout, usageText)
 		return exitOK

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/internal/bench"
+)
+
+const benchUsage = `Usage:
+  tooldispatch bench [--quick] [--rounds N] [--json FILE] [--peers DIR] [--no-peers] [--tau-bench FILE]
+
+Runs the performance workloads against (a) tooldispatch with Badger on disk,
+(b) tooldispatch with the in-memory store, (c) a bare dispatcher without
+actors doing the same validation and commit, and (d) cloudwego/eino's
+ToolsNode (run with "go run" from the peers module), then prints medians, the
+ratio of each to (a), the targets and the machine's facts.
+
+Flags:
+`
+
+// cmdBench implements "tooldispatch bench".
+func (e *env) cmdBench(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprint(e.stderr, benchUsage)
+		fs.PrintDefaults()
+	}
+	quick := fs.Bool("quick", false, "fewer rounds and smaller workloads (a smoke run)")
+	rounds := fs.Int("rounds", 0, "rounds per workload; the median is reported (default 5, 2 with --quick)")
+	jsonOut := fs.String("json", "", "also write the report as JSON to `FILE` (- for stdout instead of the table)")
+	peers := fs.String("peers", "", "`DIR` of the peers module (default: integration_test/peers found from the working directory)")
+	noPeers := fs.Bool("no-peers", false, "do not measure eino")
+	tau := fs.String("tau-bench", "", "τ-bench expected-calls.json `FILE` (default: ../shared/testdata/tau-bench found from the working directory)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return &exitError{code: exitUsage}
+	}
+	if fs.NArg() > 0 || *rounds < 0 {
+		fs.Usage()
+		return &exitError{code: exitUsage}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, bench.Options{Quick: *quick, Rounds: *rounds, PeersDir: *peers, NoPeers: *noPeers,
+		TauBench: *tau, Log: e.stderr})
+	if err != nil {
+		return failf(exitFailure, "bench: %v", err)
+	}
+	if *jsonOut == "-" {
+		if err := rep.WriteJSON(e.stdout); err != nil {
+			return failf(exitFailure, "bench: %v", err)
+		}
+		return nil
+	}
+	if err := rep.WriteTable(e.stdout); err != nil {
+		return failf(exitFailure, "bench: %v", err)
+	}
+	if *jsonOut != "" {
+		f, err := os.Create(*jsonOut)
+		if err != nil {
+			return failf(exitFailure, "bench: %v", err)
+		}
+		if err := rep.WriteJSON(f); err != nil {
+			f.Close()
+			return failf(exitFailure, "bench: %v", err)
+		}
+		if err := f.Close(); err != nil {
+			return failf(exitFailure, "bench: %v", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,614 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/web"
+)
+
+// NoopSchema is the parameter schema of the no-op tools.
+const NoopSchema = `{"type":"object","properties":{"i":{"type":"integer"},"ms":{"type":"integer"}},"required":["i"],"additionalProperties":false}`
+
+// Registry returns the tools of the workloads: noop (concurrent), noop_seq
+// (sequential) and sleep (concurrent, sleeps "ms" milliseconds).
+func Registry() *toolkit.Registry {
+	reg := toolkit.NewRegistry()
+	ok := func(context.Context, *toolkit.Call) (toolkit.Result, error) {
+		return toolkit.Result{Content: "ok"}, nil
+	}
+	reg.Register(toolkit.Tool{Name: "noop", Description: "Does nothing.", Concurrent: true, ReadOnly: true, Schema: []byte(NoopSchema), Handler: ok})
+	reg.Register(toolkit.Tool{Name: "noop_seq", Description: "Does nothing, alone.", ReadOnly: true, Schema: []byte(NoopSchema), Handler: ok})
+	reg.Register(toolkit.Tool{Name: "sleep", Description: "Sleeps ms milliseconds.", Concurrent: true, ReadOnly: true, Schema: []byte(NoopSchema),
+		Handler: func(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
+			t := time.NewTimer(time.Duration(c.Args.Int("ms", 0)) * time.Millisecond)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return toolkit.Result{Content: "ok"}, nil
+			case <-ctx.Done():
+				return toolkit.Result{}, ctx.Err()
+			}
+		}})
+	return reg
+}
+
+// Turn builds a turn of calls named by tools (one entry per call) with
+// distinct arguments seeded by seq, so de-duplication never shortens it.
+func Turn(session string, seq int, tools []string, ms int) *messages.DispatchTurn {
+	calls := make([]*messages.ToolCall, len(tools))
+	for i, name := range tools {
+		args := `{"i":` + strconv.Itoa(seq*len(tools)+i) + `}`
+		if ms > 0 {
+			args = `{"i":` + strconv.Itoa(seq*len(tools)+i) + `,"ms":` + strconv.Itoa(ms) + `}`
+		}
+		calls[i] = &messages.ToolCall{Id: "c" + strconv.Itoa(i), Type: "function", Function: &messages.FunctionCall{Name: name, Arguments: args}}
+	}
+	return &messages.DispatchTurn{Session: session, Run: "bench", Provider: toolkit.ProviderClaudeCode, AutoLoadSchemas: true,
+		Message: &messages.AssistantMessage{Role: "assistant", ToolCalls: calls}}
+}
+
+func repeat(name string, n int) []string {
+	s := make([]string, n)
+	for i := range s {
+		s[i] = name
+	}
+	return s
+}
+
+// system is one dispatcher under test.
+type system struct {
+	name     string
+	dispatch func(context.Context, *messages.DispatchTurn) error
+	close    func()
+}
+
+// openSystem starts system kind (SysBadger, SysMemory or SysBare) with a
+// fresh store; fsync selects SyncWrites for Badger.
+func openSystem(kind string, fsync bool, limit int, idle time.Duration) (*system, error) {
+	var store cachestore.Store
+	var dir string
+	if kind == SysMemory {
+		store = cachestore.NewMemory()
+	} else {
+		var err error
+		if dir, err = os.MkdirTemp("", "tooldispatch-bench-*"); err != nil {
+			return nil, err
+		}
+		if store, err = cachestore.OpenBadger(cachestore.BadgerOptions{Dir: dir, SyncWrites: fsync, Small: true, Logger: zerolog.Nop()}); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	closeStore := func() {
+		_ = store.Close()
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
+	}
+	reg := Registry()
+	if kind == SysBare {
+		b := NewBare(reg, store, limit)
+		return &system{name: kind, dispatch: b.Dispatch, close: closeStore}, nil
+	}
+	d, err := actors.New(actors.Config{Registry: reg, Store: store, MaxConcurrency: limit, SessionIdle: idle})
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
+	return &system{name: kind,
+		dispatch: func(ctx context.Context, t *messages.DispatchTurn) error {
+			_, err := d.Dispatch(ctx, t)
+			return err
+		},
+		close: func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = d.Close(ctx)
+			closeStore()
+		}}, nil
+}
+
+type runner struct {
+	o   Options
+	rep *Report
+}
+
+func (r *runner) pick(full, quick int) int {
+	if r.o.Quick {
+		return quick
+	}
+	return full
+}
+
+// perCall runs turns built by mk on each of a, b, c and adds µs per call.
+func (r *runner) perCall(ctx context.Context, workload string, turns int, mk func(seq int) *messages.DispatchTurn) error {
+	for _, kind := range []string{SysBadger, SysMemory, SysBare} {
+		s, err := openSystem(kind, false, 3, 0)
+		if err != nil {
+			return err
+		}
+		row := Row{Workload: workload, System: kind, Unit: "µs/call"}
+		seq := 0
+		warm := mk(seq)
+		seq++
+		if err := s.dispatch(ctx, warm); err != nil {
+			s.close()
+			return err
+		}
+		for round := 0; round < r.o.Rounds; round++ {
+			in := make([]*messages.DispatchTurn, turns)
+			for i := range in {
+				in[i] = mk(seq)
+				seq++
+			}
+			n := len(in[0].Message.ToolCalls) * turns
+			runtime.GC()
+			t0 := time.Now()
+			for _, t := range in {
+				if err := s.dispatch(ctx, t); err != nil {
+					s.close()
+					return err
+				}
+			}
+			row.Rounds = append(row.Rounds, float64(time.Since(t0).Nanoseconds())/float64(n)/1e3)
+		}
+		s.close()
+		r.rep.add(row)
+	}
+	return nil
+}
+
+func (r *runner) noop(ctx context.Context) error {
+	return r.perCall(ctx, "no-op 100-call turn", r.pick(200, 20), func(seq int) *messages.DispatchTurn {
+		return Turn("noop", seq, repeat("noop", 100), 0)
+	})
+}
+
+func (r *runner) mixed(ctx context.Context) error {
+	pattern := []string{"noop", "noop", "noop", "noop", "noop_seq"}
+	var tools []string
+	for range 4 {
+		tools = append(tools, pattern...)
+	}
+	return r.perCall(ctx, "mixed 20-call turn (4 concurrent, 1 sequential, ×4)", r.pick(300, 30), func(seq int) *messages.DispatchTurn {
+		return Turn("mixed", seq, tools, 0)
+	})
+}
+
+func (r *runner) makespan(ctx context.Context) error {
+	// A lone 10 ms call, as this machine's timers run it.
+	var lone []float64
+	sleep, _ := Registry().Lookup("sleep")
+	a, _ := toolkit.ParseArgs(`{"i":0,"ms":10}`, toolkit.Limits{})
+	for range 7 {
+		t0 := time.Now()
+		if _, err := sleep.Handler(ctx, &toolkit.Call{Args: a}); err != nil {
+			return err
+		}
+		lone = append(lone, time.Since(t0).Seconds())
+	}
+	ideal := 100 * median(lone)
+	r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("a lone 10 ms call takes %.2f ms here: the ideal makespan of 300 calls at limit 3 is %.3f s", median(lone)*1e3, ideal))
+	rounds := min(r.o.Rounds, r.pick(3, 1))
+	for _, kind := range []string{SysBadger, SysMemory, SysBare} {
+		s, err := openSystem(kind, false, 3, 0)
+		if err != nil {
+			return err
+		}
+		mk := Row{Workload: "makespan 300×10 ms, limit 3", System: kind, Unit: "s"}
+		eff := Row{Workload: "makespan efficiency (ideal/measured)", System: kind, Unit: "ratio", Note: fmt.Sprintf("ideal %.3f s", ideal)}
+		for round := 0; round < rounds; round++ {
+			t := Turn("makespan", round, repeat("sleep", 300), 10)
+			t0 := time.Now()
+			if err := s.dispatch(ctx, t); err != nil {
+				s.close()
+				return err
+			}
+			d := time.Since(t0).Seconds()
+			mk.Rounds = append(mk.Rounds, d)
+			eff.Rounds = append(eff.Rounds, ideal/d)
+		}
+		s.close()
+		r.rep.add(mk)
+		r.rep.add(eff)
+	}
+	return nil
+}
+
+func (r *runner) preflight(context.Context) error {
+	args, schema, name := tauCall(r.o.TauBench)
+	cache := toolkit.NewSchemaCache()
+	if _, err := cache.Compile(schema); err != nil {
+		return err
+	}
+	row := Row{Workload: "preflight of one validated call", System: SysShared, Unit: "µs/call", Note: name}
+	n := r.pick(20000, 2000)
+	for round := 0; round < r.o.Rounds; round++ {
+		t0 := time.Now()
+		for range n {
+			a, err := toolkit.ParseArgs(args, toolkit.Limits{})
+			if err != nil {
+				return err
+			}
+			s, err := cache.Compile(schema)
+			if err != nil {
+				return err
+			}
+			if err := s.Validate(a.Value); err != nil {
+				return err
+			}
+			_ = toolkit.DedupKey("t", a)
+		}
+		row.Rounds = append(row.Rounds, float64(time.Since(t0).Nanoseconds())/float64(n)/1e3)
+	}
+	r.rep.add(row)
+	return nil
+}
+
+// fallbackSchema and fallbackArgs stand in for τ-bench's
+// exchange_delivered_order_items when its file is not found.
+const (
+	fallbackSchema = `{"type":"object","properties":{"order_id":{"type":"string","description":"The order id, such as '#W0000000'."},"item_ids":{"type":"array","items":{"type":"string"}},"new_item_ids":{"type":"array","items":{"type":"string"}},"payment_method_id":{"type":"string"}},"required":["order_id","item_ids","new_item_ids","payment_method_id"]}`
+	fallbackArgs   = `{"order_id":"#W2378156","item_ids":["1151293680","4983901480"],"new_item_ids":["7706410293","7747408585"],"payment_method_id":"credit_card_9513926"}`
+)
+
+// tauCall returns the first exchange_delivered_order_items call of
+// τ-bench's retail domain and its schema.
+func tauCall(path string) (args string, schema []byte, name string) {
+	if path == "" {
+		path = findUp(filepath.Join("..", "shared", "testdata", "tau-bench", "expected-calls.json"))
+	}
+	raw, err := os.ReadFile(path)
+	if path == "" || err != nil {
+		return fallbackArgs, []byte(fallbackSchema), "built-in schema (τ-bench file not found)"
+	}
+	var data map[string]struct {
+		Tools map[string]struct {
+			Parameters json.RawMessage `json:"parameters"`
+		} `json:"tools"`
+		Calls []struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"calls"`
+	}
+	if json.Unmarshal(raw, &data) != nil {
+		return fallbackArgs, []byte(fallbackSchema), "built-in schema (τ-bench file unreadable)"
+	}
+	const tool = "exchange_delivered_order_items"
+	for _, c := range data["retail"].Calls {
+		if c.Name != tool {
+			continue
+		}
+		text := string(c.Arguments)
+		var s string
+		if json.Unmarshal(c.Arguments, &s) == nil {
+			text = s
+		}
+		var buf bytes.Buffer
+		if json.Compact(&buf, []byte(text)) != nil {
+			break
+		}
+		return buf.String(), data["retail"].Tools[tool].Parameters, "τ-bench retail/" + tool
+	}
+	return fallbackArgs, []byte(fallbackSchema), "built-in schema (call not in τ-bench file)"
+}
+
+// findUp looks for rel from the working directory and its parents.
+func findUp(rel string) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		p := filepath.Join(dir, rel)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// page20K is an article page of about 20 KB.
+func page20K() string {
+	var b strings.Builder
+	b.WriteString("<!doctype html><html><head><title>Growing Tomatoes at Home</title></head><body><nav><a href=\"/\">Home</a></nav><article><h1>Growing Tomatoes at Home</h1>")
+	topics := []string{"sunlight", "watering", "soil", "pruning", "pests", "harvest", "varieties", "fertiliser"}
+	for i := 0; b.Len() < 20<<10; i++ {
+		t := topics[i%len(topics)]
+		fmt.Fprintf(&b, "<h2>On %s, part %d</h2><p>Tomatoes need care with %s: this paragraph %d explains how gardeners handle %s through the season, what goes wrong and how to fix it when leaves curl or fruit splits after heavy rain.</p>", t, i, t, i, t)
+	}
+	b.WriteString("</article></body></html>")
+	return b.String()
+}
+
+func (r *runner) fetchPage(ctx context.Context) error {
+	body := page20K()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	n := r.pick(2000, 100)
+	for _, kind := range []string{SysBadger, SysMemory} {
+		var store cachestore.Store
+		dir := ""
+		if kind == SysMemory {
+			store = cachestore.NewMemory()
+		} else {
+			var err error
+			if dir, err = os.MkdirTemp("", "tooldispatch-bench-*"); err != nil {
+				return err
+			}
+			if store, err = cachestore.OpenBadger(cachestore.BadgerOptions{Dir: dir, Small: true, Logger: zerolog.Nop()}); err != nil {
+				return err
+			}
+		}
+		w, err := web.New(web.Deps{Config: web.Config{AllowLoopback: true}, Cache: web.CacheFromStore(store)})
+		if err != nil {
+			return err
+		}
+		var fetch toolkit.Tool
+		for _, t := range w.Tools() {
+			if t.Name == web.FetchPageName {
+				fetch = t
+			}
+		}
+		a, err := toolkit.ParseArgs(`{"url":"`+srv.URL+`/article","query":"watering tomatoes when leaves curl"}`, toolkit.Limits{})
+		if err != nil {
+			return err
+		}
+		call := &toolkit.Call{Session: "s", Run: "r", ID: "c1", Name: web.FetchPageName, Args: a, Emit: func(string) {}}
+		res, err := fetch.Handler(ctx, call) // fills the cache
+		if err != nil {
+			return err
+		}
+		row := Row{Workload: "cached 20 KB fetch_page through the filter", System: kind, Unit: "µs/call",
+			Note: fmt.Sprintf("page %d B, result %d B", len(body), len(res.Content))}
+		for round := 0; round < r.o.Rounds; round++ {
+			t0 := time.Now()
+			for range n {
+				res, err := fetch.Handler(ctx, call)
+				if err != nil {
+					return err
+				}
+				if !strings.Contains(res.Content, "from cache") {
+					return errors.New("fetch_page missed its cache")
+				}
+			}
+			row.Rounds = append(row.Rounds, float64(time.Since(t0).Nanoseconds())/float64(n)/1e3)
+		}
+		w.Close()
+		_ = store.Close()
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
+		r.rep.add(row)
+	}
+	return nil
+}
+
+func (r *runner) sessions(ctx context.Context) error {
+	const sessions, calls = 64, 10
+	turns := r.pick(40, 5)
+	rounds := min(r.o.Rounds, r.pick(3, 1))
+	for _, c := range []struct {
+		kind  string
+		fsync bool
+	}{{SysBadger, false}, {SysBadger, true}, {SysMemory, false}, {SysBare, false}, {SysBare, true}} {
+		workload := "64 sessions in parallel, no fsync"
+		if c.fsync {
+			workload = "64 sessions in parallel, fsync"
+		}
+		if c.kind == SysMemory {
+			workload = "64 sessions in parallel, no fsync"
+		}
+		s, err := openSystem(c.kind, c.fsync, 3, 0)
+		if err != nil {
+			return err
+		}
+		row := Row{Workload: workload, System: c.kind, Unit: "calls/s", Note: fmt.Sprintf("%d-call turns", calls)}
+		for round := 0; round < rounds; round++ {
+			var wg sync.WaitGroup
+			errs := make(chan error, sessions)
+			t0 := time.Now()
+			for i := range sessions {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					id := "s" + strconv.Itoa(i)
+					for k := range turns {
+						if err := s.dispatch(ctx, Turn(id, round*turns+k, repeat("noop", calls), 0)); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			d := time.Since(t0).Seconds()
+			close(errs)
+			if err := <-errs; err != nil {
+				s.close()
+				return err
+			}
+			row.Rounds = append(row.Rounds, float64(sessions*turns*calls)/d)
+		}
+		s.close()
+		r.rep.add(row)
+	}
+	return nil
+}
+
+func (r *runner) idle(ctx context.Context) error {
+	n := r.pick(10000, 1000)
+	for _, kind := range []string{SysBadger, SysMemory} {
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		s, err := openSystem(kind, false, 3, time.Hour)
+		if err != nil {
+			return err
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < n; i += 8 {
+					if err := s.dispatch(ctx, Turn("idle-"+strconv.Itoa(i), i, []string{"noop"}, 0)); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			s.close()
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+		runtime.GC()
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		delta := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / (1 << 20)
+		inuse := float64(int64(after.HeapInuse)-int64(before.HeapInuse)) / (1 << 20)
+		scale := 10000 / float64(n)
+		r.rep.add(Row{Workload: "10 000 idle sessions, heap", System: kind, Unit: "MiB", Rounds: []float64{delta * scale},
+			Note: fmt.Sprintf("%d sessions measured; HeapAlloc delta, HeapInuse delta %.1f MiB; store included; %.2f KiB/session", n, inuse*scale, delta*1024/float64(n))})
+		s.close()
+	}
+	return nil
+}
+
+// peerResult is what the eino peer prints.
+type peerResult struct {
+	Eino             string  `json:"eino"`
+	RawNsPerCall     float64 `json:"raw_ns_per_call"`
+	WrappedNsPerCall float64 `json:"wrapped_ns_per_call"`
+}
+
+func (r *runner) eino(ctx context.Context) error {
+	if r.o.NoPeers {
+		r.rep.Notes = append(r.rep.Notes, "eino: not measured (--no-peers)")
+		return nil
+	}
+	dir := r.o.PeersDir
+	if dir == "" {
+		dir = findUp(filepath.Join("integration_test", "peers"))
+	}
+	if dir == "" {
+		r.rep.Notes = append(r.rep.Notes, "eino: not measured (integration_test/peers not found; pass --peers DIR)")
+		return nil
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		r.rep.Notes = append(r.rep.Notes, "eino: not measured (no go command on PATH)")
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, goBin, "run", "./eino", "-rounds", strconv.Itoa(r.o.Rounds), "-turns", strconv.Itoa(r.pick(200, 20)))
+	cmd.Dir = dir
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+			msg = msg[i+1:]
+		}
+		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("eino: not measured (%v: %s)", err, msg))
+		return nil
+	}
+	var p peerResult
+	if err := json.Unmarshal(out.Bytes(), &p); err != nil {
+		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("eino: not measured (bad output: %v)", err))
+		return nil
+	}
+	const w = "no-op 100-call turn"
+	r.rep.add(Row{Workload: w, System: SysEino, Unit: "µs/call", Rounds: []float64{p.RawNsPerCall / 1e3},
+		Note: "eino " + p.Eino + ": no validation, no limit, nothing stored; median of its own rounds"})
+	r.rep.add(Row{Workload: w, System: SysEinoW, Unit: "µs/call", Rounds: []float64{p.WrappedNsPerCall / 1e3},
+		Note: "eino " + p.Eino + " + same parse/validation per call, intent + commit per turn in Badger"})
+	return nil
+}
+
+// targets checks the issue's goals against the rows.
+func targets(rep *Report) []Target {
+	var ts []Target
+	get := func(w, s string) (float64, bool) {
+		row, ok := rep.Find(w, s)
+		return row.Median, ok && row.Median > 0
+	}
+	upper := func(name, goal string, v, bound float64, unit string) {
+		ts = append(ts, Target{Name: name, Goal: goal, Measured: fmt.Sprintf("%s %s", num(v), unit), Ratio: v / bound, Met: v <= bound})
+	}
+	lower := func(name, goal string, v, bound float64, unit string) {
+		ts = append(ts, Target{Name: name, Goal: goal, Measured: fmt.Sprintf("%s %s", num(v), unit), Ratio: v / bound, Met: v >= bound})
+	}
+	const noop = "no-op 100-call turn"
+	if b, ok := get(noop, SysMemory); ok {
+		if e, ok := get(noop, SysEino); ok {
+			upper("no-op: (b) ≤ eino raw", fmt.Sprintf("≤ %s µs/call", num(e)), b, e, "µs/call")
+		} else {
+			rep.Notes = append(rep.Notes, "target no-op (b) ≤ eino: eino not measured")
+		}
+		if e, ok := get(noop, SysEinoW); ok {
+			upper("no-op: (b) ≤ eino wrapped", fmt.Sprintf("≤ %s µs/call", num(e)), b, e, "µs/call")
+		}
+	}
+	if a, ok := get(noop, SysBadger); ok {
+		if c, ok := get(noop, SysBare); ok {
+			upper("no-op: (a) ≤ 1.3 × (c)", fmt.Sprintf("≤ %s µs/call", num(1.3*c)), a, 1.3*c, "µs/call")
+		}
+	}
+	if v, ok := get("preflight of one validated call", SysShared); ok {
+		upper("preflight of a validated call", "≤ 10 µs", v, 10, "µs")
+	}
+	if v, ok := get("makespan efficiency (ideal/measured)", SysBadger); ok {
+		lower("makespan efficiency (a)", "≥ 0.97", v, 0.97, "")
+	}
+	if v, ok := get("64 sessions in parallel, no fsync", SysBadger); ok {
+		lower("64 sessions, no fsync (a)", "≥ 40 000 calls/s", v, 40000, "calls/s")
+	}
+	if v, ok := get("64 sessions in parallel, fsync", SysBadger); ok {
+		lower("64 sessions, fsync (a)", "≥ 10 000 calls/s", v, 10000, "calls/s")
+	}
+	if v, ok := get("cached 20 KB fetch_page through the filter", SysBadger); ok {
+		upper("cached 20 KB page through the filter (a)", "≤ 100 µs", v, 100, "µs")
+	}
+	if v, ok := get("10 000 idle sessions, heap", SysBadger); ok {
+		upper("10 000 idle sessions (a)", "≤ 100 MiB", v, 100, "MiB")
+	}
+	if v, ok := get("10 000 idle sessions, heap", SysMemory); ok {
+		upper("10 000 idle sessions (b)", "≤ 100 MiB", v, 100, "MiB")
+	}
+	return ts
+}
