@@ -1,0 +1,47 @@
+package cachestore
+
+import (
+	"context"
+	"time"
+)
+
+// Split is a Store whose sessions, runs, intents, file versions and KV
+// records live in Shared (PostgreSQL for a cluster) while the 30-minute
+// result cache stays in Local (each member's own Badger). The cache entries
+// of a commit are written to Local after the shared commit succeeded: the
+// cache is best effort and never holds anything a turn needs.
+type Split struct {
+	Store       // the shared store
+	Local Store // the member's cache
+}
+
+// CacheGet reads the local cache.
+func (s Split) CacheGet(ctx context.Context, key string, now time.Time) ([]byte, bool, error) {
+	return s.Local.CacheGet(ctx, key, now)
+}
+
+// CachePut writes the local cache.
+func (s Split) CachePut(ctx context.Context, e CacheEntry) error { return s.Local.CachePut(ctx, e) }
+
+// CommitTurn commits to the shared store, then writes the turn's cache
+// entries locally.
+func (s Split) CommitTurn(ctx context.Context, c *TurnCommit) error {
+	shared := *c
+	shared.CachePut = nil
+	if err := s.Store.CommitTurn(ctx, &shared); err != nil {
+		return err
+	}
+	for _, e := range c.CachePut {
+		_ = s.Local.CachePut(ctx, e)
+	}
+	return nil
+}
+
+// Close closes both stores.
+func (s Split) Close() error {
+	err := s.Store.Close()
+	if lerr := s.Local.Close(); err == nil {
+		err = lerr
+	}
+	return err
+}
