@@ -266,3 +266,19 @@ func humanSize(n int64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
+
+// ReadFile reads the regular file at the cleaned workspace-relative path rel
+// (see Clean), of at most limit bytes, through the workspace's os.Root.
+// exists is false (and err nil) when there is no such file. Errors name the
+// path and say what went wrong; a path leading out matches
+// ErrOutsideWorkspace.
+func (w *Workspace) ReadFile(rel string, limit int64) (data []byte, exists bool, err error) {
+	return w.readAll(rel, limit)
+}
+
+// WriteFile replaces the content of the cleaned workspace-relative path
+// rel, creating it and its parent directories, through the workspace's
+// os.Root. An existing file keeps its mode.
+func (w *Workspace) WriteFile(rel string, data []byte) error {
+	return w.writeFile(rel, data)
+}

@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
@@ -89,7 +91,7 @@ func (w *Web) fetchPage(ctx context.Context, c *toolkit.Call) (toolkit.Result, e
 	cached := false
 	if cacheable {
 		if b, ok := w.cacheGet(ctx, FetchPageName, key); ok {
-			p, cached = decodePage(b), true
+			p, cached = pages.decode(key, b), true
 		}
 	}
 	if p == nil {
@@ -120,6 +122,61 @@ func (w *Web) fetchPage(ctx context.Context, c *toolkit.Call) (toolkit.Result, e
 		p = v.(*page)
 	}
 	return toolkit.Result{Content: w.renderPage(ctx, p, u, query, budget, cached)}, nil
+}
+
+// pageMemo keeps the decoded form of the pages read from the cache most
+// recently, by cache key together with the exact cached bytes: a hit whose
+// bytes equal the remembered ones skips the JSON decode (the larger part of
+// a cached fetch_page after the filter). The store stays the source of
+// truth: every hit still reads it, and different bytes decode afresh.
+type pageMemo struct {
+	mu    sync.Mutex
+	byKey map[string]memoPage // guarded by mu
+	order []string            // guarded by mu; oldest first
+}
+
+type memoPage struct {
+	raw string
+	p   *page // never modified once decoded
+}
+
+const (
+	pageMemoEntries  = 32
+	pageMemoMaxBytes = 1 << 20 // larger pages are not remembered
+)
+
+var pages = &pageMemo{byKey: map[string]memoPage{}}
+
+func (m *pageMemo) decode(key string, b []byte) *page {
+	m.mu.Lock()
+	e, ok := m.byKey[key]
+	m.mu.Unlock()
+	if ok && e.raw == string(b) {
+		return e.p.clone()
+	}
+	p := decodePage(b)
+	if p == nil || len(b) > pageMemoMaxBytes {
+		return p
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.byKey[key]; !ok {
+		if len(m.order) >= pageMemoEntries {
+			delete(m.byKey, m.order[0])
+			m.order = m.order[1:]
+		}
+		m.order = append(m.order, key)
+	}
+	m.byKey[key] = memoPage{raw: string(b), p: p.clone()}
+	return p
+}
+
+// clone copies the slices a caller could change; strings are immutable.
+func (p *page) clone() *page {
+	c := *p
+	c.Passages = slices.Clone(p.Passages)
+	c.Links = slices.Clone(p.Links)
+	return &c
 }
 
 func decodePage(b []byte) *page {

@@ -7,8 +7,10 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Filter is the result filter (the "decision model") that every fetch_page
@@ -150,20 +152,32 @@ func (f BM25Filter) scores(query []string, passages []string) []float64 {
 		b = defaultB
 	}
 	n := len(passages)
-	tf := make([]map[string]int, n)
-	df := map[string]int{}
+	// Only the query's terms are counted: BM25 needs each passage's length
+	// (all its terms) and, per query term, its count in the passage and how
+	// many passages hold it. No per-passage term map (that was most of the
+	// cost of a cached fetch_page).
+	uq := uniqueTerms(query)
+	tf := make([]int32, n*len(uq)) // tf[i*len(uq)+j]: count of uq[j] in passage i
+	df := make([]int, len(uq))
 	lengths := make([]int, n)
 	sum := 0
 	for i, p := range passages {
-		terms := tokenize(p)
-		lengths[i] = len(terms)
-		sum += len(terms)
-		tf[i] = map[string]int{}
+		row := tf[i*len(uq) : (i+1)*len(uq)]
+		terms := passageTerms(p)
 		for _, t := range terms {
-			tf[i][t]++
+			for j, q := range uq {
+				if q == t {
+					row[j]++
+					break
+				}
+			}
 		}
-		for t := range tf[i] {
-			df[t]++
+		lengths[i] = len(terms)
+		sum += lengths[i]
+		for j := range row {
+			if row[j] > 0 {
+				df[j]++
+			}
 		}
 	}
 	avg := float64(sum) / float64(n)
@@ -172,13 +186,14 @@ func (f BM25Filter) scores(query []string, passages []string) []float64 {
 	}
 	scores := make([]float64, n)
 	for _, q := range query {
-		d := df[q]
+		j := slices.Index(uq, q)
+		d := df[j]
 		if d == 0 {
 			continue
 		}
 		idf := math.Log(1 + (float64(n)-float64(d)+0.5)/(float64(d)+0.5))
 		for i := range passages {
-			c := float64(tf[i][q])
+			c := float64(tf[i*len(uq)+j])
 			if c == 0 {
 				continue
 			}
@@ -187,6 +202,56 @@ func (f BM25Filter) scores(query []string, passages []string) []float64 {
 		}
 	}
 	return scores
+}
+
+// termMemo remembers the terms of recently scored passages. A cached page
+// is decoded once and its passages (the same strings) are scored again on
+// every hit with a new query: tokenizing them was most of a hit's cost. The
+// memo is keyed by the passage's string data and holds the string itself,
+// so that memory cannot be reused by another string while it is remembered;
+// equal contents are still checked.
+type termMemo struct {
+	mu    sync.Mutex
+	byPtr map[*byte]memoTerms // guarded by mu
+	order []*byte             // guarded by mu; oldest first
+}
+
+type memoTerms struct {
+	s     string
+	terms []string
+}
+
+const (
+	termMemoPassages = 8192
+	termMemoMinLen   = 64 // shorter passages are tokenized every time
+)
+
+var terms = &termMemo{byPtr: map[*byte]memoTerms{}}
+
+// passageTerms returns tokenize(p); the result must not be modified.
+func passageTerms(p string) []string {
+	if len(p) < termMemoMinLen {
+		return tokenize(p)
+	}
+	key := unsafe.StringData(p)
+	terms.mu.Lock()
+	e, ok := terms.byPtr[key]
+	terms.mu.Unlock()
+	if ok && e.s == p {
+		return e.terms
+	}
+	t := tokenize(p)
+	terms.mu.Lock()
+	defer terms.mu.Unlock()
+	if _, ok := terms.byPtr[key]; !ok {
+		if len(terms.order) >= termMemoPassages {
+			delete(terms.byPtr, terms.order[0])
+			terms.order = terms.order[1:]
+		}
+		terms.order = append(terms.order, key)
+	}
+	terms.byPtr[key] = memoTerms{s: p, terms: t}
+	return t
 }
 
 // cutNote describes what a filter left out.

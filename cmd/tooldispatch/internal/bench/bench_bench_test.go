@@ -2,7 +2,14 @@ package bench
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/web"
 )
 
 // BenchmarkWorkloads runs every workload of `tooldispatch bench` once in
@@ -39,5 +46,44 @@ func BenchmarkNoOpTurn(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(i*100), "ns/call")
 		})
+	}
+}
+
+// BenchmarkCachedFetchPage measures a fetch_page cache hit (decode and
+// filter) of the 20 KB page of the bench, on the in-memory store.
+func BenchmarkCachedFetchPage(b *testing.B) {
+	body := page20K()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	store := cachestore.NewMemory()
+	w, err := web.New(web.Deps{Config: web.Config{AllowLoopback: true}, Cache: web.CacheFromStore(store)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	var fetch toolkit.Tool
+	for _, t := range w.Tools() {
+		if t.Name == web.FetchPageName {
+			fetch = t
+		}
+	}
+	a, err := toolkit.ParseArgs(`{"url":"`+srv.URL+`/article","query":"watering tomatoes when leaves curl"}`, toolkit.Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	call := &toolkit.Call{Session: "s", Run: "r", ID: "c1", Name: web.FetchPageName, Args: a, Emit: func(string) {}}
+	ctx := context.Background()
+	if _, err := fetch.Handler(ctx, call); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := fetch.Handler(ctx, call)
+		if err != nil || !strings.Contains(res.Content, "from cache") {
+			b.Fatal("missed the cache", err)
+		}
 	}
 }
