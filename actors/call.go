@@ -23,6 +23,7 @@ const pastFixesTimeout = 2 * time.Second
 type startCall struct {
 	plan   *callPlan
 	closed *atomic.Bool
+	state  *atomic.Int32 // see running.state
 }
 
 // callActor runs calls' tools, one at a time, as the pool hands them out.
@@ -40,7 +41,15 @@ func (a *callActor) Receive(ctx actor.Context) {
 	if !ok {
 		return
 	}
-	ctx.Send(ctx.Parent(), a.run(m.plan, m.closed))
+	o := a.run(m.plan, m.closed)
+	if !m.state.CompareAndSwap(callRunning, callReturned) {
+		// The pool gave up on this call and reported it; its turn may be
+		// over. Nothing to send: only the count of running abandoned calls
+		// changes.
+		abandonedRunning.Add(-1)
+		return
+	}
+	ctx.Send(ctx.Parent(), o)
 }
 
 // run runs one call's tool and returns its outcome. The common case (the

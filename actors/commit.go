@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -35,6 +36,15 @@ func newCommitActor(cfg Config, session string) *commitActor {
 }
 
 func (a *commitActor) Receive(ctx actor.Context) {
+	// Turns and pools ask with plain requests (no future, no timeout), so
+	// every request must be answered: a panic (a store bug) answers the
+	// request with an error and drops the cached state, which is what a
+	// restart did.
+	defer func() {
+		if r := recover(); r != nil {
+			a.recovered(ctx, r)
+		}
+	}()
 	switch m := ctx.Message().(type) {
 	case *prepareTurn:
 		ctx.Respond(a.prepare(m))
@@ -52,6 +62,22 @@ func (a *commitActor) Receive(ctx actor.Context) {
 		a.reset()
 	case *actor.Restarting:
 		a.reset()
+	}
+}
+
+func (a *commitActor) recovered(ctx actor.Context, r any) {
+	a.cfg.Logger.Error().Str("session", a.session).Interface("reason", r).Msg("commit actor failed; its cached state is dropped")
+	a.reset()
+	err := fmt.Errorf("internal error in the store: %v", r)
+	switch ctx.Message().(type) {
+	case *prepareTurn:
+		ctx.Respond(&prepared{err: err})
+	case *writeIntent, *commitTurn:
+		ctx.Respond(&storeDone{err: err})
+	case *endRunRequest:
+		ctx.Respond(&endRunReply{err: err})
+	case *clientResultRequest:
+		ctx.Respond(&clientResultReply{err: err})
 	}
 }
 

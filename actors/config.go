@@ -80,7 +80,8 @@ type Config struct {
 	// (the default) injects nothing.
 	Chaos *chaos.Policy
 
-	board *questionBoard // set by Spawn
+	board  *questionBoard // set by Spawn
+	member bool           // a cluster member: replies name the member
 }
 
 // DefaultMaxConcurrency is half the CPU cores, at least 3.

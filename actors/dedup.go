@@ -67,8 +67,8 @@ func dedupEntry(p *callPlan, content string) *cachestore.DedupEntry {
 // dedupChanges walks the executed calls in call order and returns the
 // entries to add and the keys to delete in the run's table.
 func (a *turnActor) dedupChanges(msgs []*messages.ToolMessage) (put []*cachestore.DedupEntry, del []string) {
-	puts := map[string]*cachestore.DedupEntry{}
-	var order []string
+	puts := make(map[string]*cachestore.DedupEntry, len(a.plans))
+	order := make([]string, 0, len(a.plans))
 	dels := map[string]bool{}
 	for _, p := range a.plans {
 		if p.decided != nil || p.dupOf >= 0 || p.tool == nil || p.dedupKey == "" {
@@ -97,6 +97,9 @@ func (a *turnActor) dedupChanges(msgs []*messages.ToolMessage) (put []*cachestor
 		}
 		puts[p.dedupKey] = dedupEntry(p, m.Content)
 		delete(dels, p.dedupKey)
+	}
+	if len(order) > 0 {
+		put = make([]*cachestore.DedupEntry, 0, len(order))
 	}
 	for _, k := range order {
 		if e, ok := puts[k]; ok {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -31,6 +32,11 @@ type Dispatcher struct {
 	pid    *actor.PID
 	cfg    Config
 	system *actor.ActorSystem // set when the dispatcher owns its system
+	// cluster is set for a cluster member (NewClusterMember): requests go
+	// to session grains instead of the local dispatcher actor.
+	cluster     *cluster.Cluster
+	stopCluster func()
+	members     *atomic.Pointer[[]string] // the cluster's member addresses
 
 	nextID   atomic.Uint64
 	closing  atomic.Bool
@@ -108,19 +114,23 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t *messages.DispatchTurn) (*m
 		d.mu.Unlock()
 	}()
 
-	f := d.root.RequestFuture(d.pid, &dispatchRequest{id: id, turn: t}, requestTimeout)
-	done := make(chan struct{})
 	var res any
 	var err error
-	go func() {
-		res, err = f.Result()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-cctx.Done():
-		d.root.Send(d.pid, &cancelTurn{session: t.Session, id: id})
-		<-done
+	if d.cluster != nil {
+		res, err = d.clusterDispatch(cctx, t, id)
+	} else {
+		f := d.root.RequestFuture(d.pid, &dispatchRequest{id: id, turn: t}, requestTimeout)
+		done := make(chan struct{})
+		go func() {
+			res, err = f.Result()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-cctx.Done():
+			d.root.Send(d.pid, &cancelTurn{session: t.Session, id: id})
+			<-done
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("dispatching turn of session %q: %w", t.Session, err)
@@ -162,7 +172,13 @@ func (d *Dispatcher) Confirm(ctx context.Context, r *messages.ConfirmReply) (*me
 	if r == nil || r.Session == "" || r.CallId == "" {
 		return nil, fmt.Errorf("%w: a confirmation needs session and call id", ErrBadRequest)
 	}
-	res, err := d.request(ctx, r)
+	var res any
+	var err error
+	if d.cluster != nil {
+		res, err = d.clusterRequest(ctx, r.Session, r)
+	} else {
+		res, err = d.request(ctx, r)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +194,16 @@ func (d *Dispatcher) Confirm(ctx context.Context, r *messages.ConfirmReply) (*me
 func (d *Dispatcher) EndRun(ctx context.Context, session, run string) error {
 	if session == "" || run == "" {
 		return fmt.Errorf("%w: ending a run needs session and run", ErrBadRequest)
+	}
+	if d.cluster != nil {
+		res, err := d.clusterRequest(ctx, session, &messages.EndRun{Session: session, Run: run})
+		if err != nil {
+			return err
+		}
+		if a, ok := res.(*messages.Ack); ok {
+			return ackErr(a)
+		}
+		return fmt.Errorf("ending run %q: unexpected reply %T", run, res)
 	}
 	res, err := d.request(ctx, &endRunRequest{session: session, run: run})
 	if err != nil {
@@ -202,9 +228,19 @@ func (d *Dispatcher) request(ctx context.Context, msg any) (any, error) {
 
 // Answer answers a question a tool is waiting on (ask_user, store_secret).
 // Secret answers never appear in events, logs or errors.
-func (d *Dispatcher) Answer(_ context.Context, session, callID, text string, declined bool) error {
+func (d *Dispatcher) Answer(ctx context.Context, session, callID, text string, declined bool) error {
 	if session == "" || callID == "" {
 		return fmt.Errorf("%w: an answer needs session and call id", ErrBadRequest)
+	}
+	if d.cluster != nil {
+		res, err := d.clusterRequest(ctx, session, &messages.AnswerQuestion{Session: session, CallId: callID, Text: text, Declined: declined})
+		if err != nil {
+			return err
+		}
+		if a, ok := res.(*messages.Ack); ok {
+			return ackErr(a)
+		}
+		return fmt.Errorf("answering %q: unexpected reply %T", callID, res)
 	}
 	return d.cfg.board.answer(session, callID, toolkit.Answer{Text: text, Declined: declined})
 }
@@ -215,6 +251,16 @@ func (d *Dispatcher) Answer(_ context.Context, session, callID, text string, dec
 func (d *Dispatcher) ClientResult(ctx context.Context, session, callID, content string, isError bool) error {
 	if session == "" || callID == "" {
 		return fmt.Errorf("%w: a client result needs session and call id", ErrBadRequest)
+	}
+	if d.cluster != nil {
+		res, err := d.clusterRequest(ctx, session, &messages.ClientResult{Session: session, CallId: callID, Content: content, IsError: isError})
+		if err != nil {
+			return err
+		}
+		if a, ok := res.(*messages.Ack); ok {
+			return ackErr(a)
+		}
+		return fmt.Errorf("client result for %q: unexpected reply %T", callID, res)
 	}
 	res, err := d.request(ctx, &clientResultRequest{session: session, callID: callID, content: content, isError: isError})
 	if err != nil {
@@ -251,7 +297,12 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		d.mu.Unlock()
 		<-done
 	}
-	_, err := d.root.PoisonFuture(d.pid).Result()
+	var err error
+	if d.cluster != nil {
+		d.stopCluster()
+	} else {
+		_, err = d.root.PoisonFuture(d.pid).Result()
+	}
 	if d.system != nil {
 		d.system.Shutdown()
 	}

@@ -13,6 +13,13 @@ import (
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
+// Call states (running.state).
+const (
+	callRunning int32 = iota
+	callReturned
+	callAbandoned
+)
+
 // Abandoned calls: tools that did not return after their timeout (plus
 // grace) or after a cancellation. Their slot is freed and they are reported
 // timeout or canceled; their goroutine is left to finish.
@@ -57,6 +64,10 @@ type running struct {
 	deadline time.Time // timeout plus grace: abandoned after it
 	pid      *actor.PID
 	closed   atomic.Bool // set once the call's outcome is recorded
+	// state settles who ends the call: the call actor when its tool
+	// returns (callRunning → callReturned) or the watchdog when it gives up
+	// on it (callRunning → callAbandoned); whichever comes second knows.
+	state    atomic.Int32
 	finished bool
 	panicked bool // free the slot on Terminated, not before
 }
@@ -91,6 +102,7 @@ type poolActor struct {
 	idle     []*actor.PID // call actors whose call ended, ready for another
 	canceled bool
 	done     bool
+	writing  []*callPlan // the segment whose intent is being written
 
 	timer   *time.Timer // the watchdog; fires at timerAt
 	timerAt time.Time   // zero when the timer is not armed
@@ -104,10 +116,17 @@ func (a *poolActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *runCalls:
 		a.ctx, a.intent = m.ctx, m.intent
+		if len(a.outcomes) == 0 {
+			// sized once for the turn: no rehashing per call
+			a.byIdx = make(map[int]*running, len(m.plans))
+			a.outcomes = make(map[int]*callOutcome, len(m.plans))
+		}
 		a.segments = segments(m.plans)
 		a.nextSegment(ctx)
 	case *callOutcome:
 		a.finished(ctx, m)
+	case *storeDone:
+		a.intentWritten(ctx, m.err)
 	case *watchdogFired:
 		a.watchdog(ctx, m)
 	case *watchdogTick:
@@ -164,24 +183,36 @@ func (a *poolActor) nextSegment(ctx actor.Context) {
 		in.Started = append(in.Started, a.in.followers[p.idx]...)
 	}
 	a.intent = &in
-	f := ctx.RequestFuture(a.in.commit, &writeIntent{intent: &in}, storeTimeout)
-	ctx.ReenterAfter(f, func(res any, err error) {
-		if d, ok := res.(*storeDone); ok && err == nil {
-			err = d.err
+	a.writing = seg
+	ctx.Request(a.in.commit, &writeIntent{intent: &in})
+}
+
+// intentWritten starts the segment whose intent record is durable, or ends
+// the turn's calls when it could not be written.
+func (a *poolActor) intentWritten(ctx actor.Context, err error) {
+	seg := a.writing
+	if seg == nil {
+		return
+	}
+	a.writing = nil
+	if err != nil {
+		msg := "not run: the dispatcher could not record that this call was starting (" + err.Error() + ")."
+		a.notStarted(seg, toolkit.StatusError, msg)
+		for ; a.seg < len(a.segments); a.seg++ {
+			a.notStarted(a.segments[a.seg], toolkit.StatusError, msg)
 		}
-		if err != nil {
-			msg := "not run: the dispatcher could not record that this call was starting (" + err.Error() + ")."
-			a.notStarted(seg, toolkit.StatusError, msg)
-			for ; a.seg < len(a.segments); a.seg++ {
-				a.notStarted(a.segments[a.seg], toolkit.StatusError, msg)
-			}
-			a.finish(ctx, err)
-			return
-		}
-		a.queue = append(a.queue[:0], seg...)
-		a.queuedAt = time.Now()
-		a.launch(ctx)
-	})
+		a.finish(ctx, err)
+		return
+	}
+	if a.canceled {
+		// Canceled while its intent was written: the segment did not start.
+		a.notStarted(seg, toolkit.StatusCanceled, "canceled: the turn was canceled before this call started; it did not run.")
+		a.nextSegment(ctx)
+		return
+	}
+	a.queue = append(a.queue[:0], seg...)
+	a.queuedAt = time.Now()
+	a.launch(ctx)
 }
 
 func (a *poolActor) notStarted(seg []*callPlan, st toolkit.Status, text string) {
@@ -223,7 +254,7 @@ func (a *poolActor) start(ctx actor.Context, p *callPlan) {
 	a.byIdx[p.idx] = r
 	a.inflight++
 	a.arm(ctx, r.deadline)
-	ctx.Send(r.pid, &startCall{plan: p, closed: &r.closed})
+	ctx.Send(r.pid, &startCall{plan: p, closed: &r.closed, state: &r.state})
 }
 
 // arm makes the watchdog fire no later than at.
@@ -283,8 +314,6 @@ func (a *poolActor) finished(ctx actor.Context, o *callOutcome) {
 		return
 	}
 	if !a.record(r, o) {
-		// An abandoned call finally returned.
-		abandonedRunning.Add(-1)
 		return
 	}
 	a.inflight--
@@ -296,6 +325,9 @@ func (a *poolActor) watchdog(ctx actor.Context, m *watchdogFired) {
 	r := a.byIdx[m.idx]
 	if r == nil || r.finished {
 		return
+	}
+	if !r.state.CompareAndSwap(callRunning, callAbandoned) {
+		return // the tool has just returned; its outcome is on its way
 	}
 	p := r.plan
 	text := fmt.Sprintf("timed out after %s; the tool did not stop when asked, so its work may go on in the background.", p.tool.EffectiveTimeout())
@@ -329,7 +361,7 @@ func (a *poolActor) cancelTurn(ctx actor.Context) {
 			})
 		}
 	}
-	if a.inflight == 0 {
+	if a.inflight == 0 && a.writing == nil {
 		a.nextSegment(ctx)
 	}
 }

@@ -61,6 +61,9 @@ func (a *preflightActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.plans = make([]*callPlan, 0, len(a.in.calls))
+		// sized once for the turn: no rehashing per call
+		a.seenIDs = make(map[string]bool, len(a.in.calls))
+		a.inTurn = make(map[string]*callPlan, len(a.in.calls))
 		a.proceed(ctx)
 	case *messages.ConfirmReply:
 		a.confirmReply(ctx, m)
@@ -184,7 +187,6 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 		return a.decide(p, toolkit.StatusInvalidArgs, verr.Error()), false
 	}
 	// 8. De-duplication.
-	p.argsHash = args.Hash()
 	p.readOnly = tool.IsReadOnly(args)
 	if !tool.NoDedup {
 		p.dedupKey = toolkit.DedupKey(p.name, args)
@@ -252,6 +254,7 @@ func (a *preflightActor) mutated(p *callPlan) {
 func (a *preflightActor) ask(ctx actor.Context, p *callPlan) {
 	a.asking = p
 	a.askedAt = time.Now()
+	p.argsHash = p.args.Hash() // only a confirmation names it
 	a.in.em.emit(&messages.Event{Kind: EventToolConfirm, CallId: p.id, Tool: p.name, ArgsHash: p.argsHash,
 		Arguments: clip(string(p.args.Canonical), 16384),
 		Text:      fmt.Sprintf("Allow %s to run with these arguments? It is not read-only.", p.name)})

@@ -39,7 +39,26 @@ type turnActor struct {
 	pool      *actor.PID
 	plans     []*callPlan
 	replied   bool
+
+	// The commit actor's replies come back as plain messages (Request and
+	// Respond: no future process and timer per round trip); the turn has at
+	// most one request out at a time. The commit actor always answers (it
+	// recovers from its own panics and bounds every store call).
+	committing bool                    // a commitTurn is out
+	msgs       []*messages.ToolMessage // the messages being committed
+	began      time.Time
 }
+
+// coordinatorProps spawns an actor that only coordinates (preflight, pool):
+// its Receive never blocks, so its mailbox runs on the sender's goroutine
+// instead of a fresh goroutine per mailbox run. A call actor handing its
+// outcome to the pool then runs the pool's bookkeeping and picks up its
+// next call on the same goroutine: no goroutine hand-off per call.
+func coordinatorProps(producer actor.Producer) *actor.Props {
+	return actor.PropsFromProducer(producer, actor.WithDispatcher(syncDispatcher))
+}
+
+var syncDispatcher = actor.NewSynchronizedDispatcher(300)
 
 func newTurnActor(cfg Config, session string, commit *actor.PID, req *dispatchRequest, replyTo *actor.PID) *turnActor {
 	run := req.turn.Run
@@ -59,6 +78,13 @@ func (a *turnActor) Receive(ctx actor.Context) {
 		a.start(ctx)
 	case *preflightDone:
 		a.preflightDone(ctx, m)
+	case *prepared:
+		a.prepared(ctx, m)
+	case *storeDone:
+		if a.committing {
+			a.committing = false
+			a.committed(ctx, m.err)
+		}
 	case *poolDone:
 		a.poolDone(ctx, m)
 	case *cancelTurn:
@@ -96,23 +122,23 @@ func (a *turnActor) start(ctx actor.Context) {
 		return
 	}
 	a.view = view
-	f := ctx.RequestFuture(a.commit, &prepareTurn{run: a.run, turnID: a.req.turn.TurnId}, storeTimeout)
-	ctx.ReenterAfter(f, func(res any, err error) {
-		p, _ := res.(*prepared)
-		switch {
-		case err != nil:
-			a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Error: "loading the session: " + err.Error()}, true)
-		case p.err != nil:
-			a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Error: "loading the session: " + p.err.Error()}, true)
-		case p.replay != nil:
-			a.reply(ctx, &messages.TurnResult{Session: a.session, Run: p.replay.Run, Turn: p.replay.Turn,
-				Messages: p.replay.ToolMessages, Replayed: true}, false)
-		default:
-			a.turn, a.runState = p.next, p.run
-			a.em = newEmitter(&a.cfg, a.session, a.run, a.turn)
-			a.startPreflight(ctx)
-		}
-	})
+	ctx.Request(a.commit, &prepareTurn{run: a.run, turnID: a.req.turn.TurnId})
+}
+
+func (a *turnActor) prepared(ctx actor.Context, p *prepared) {
+	switch {
+	case a.turn != 0 || a.replied:
+		// not this turn's request (never happens: one prepare per turn)
+	case p.err != nil:
+		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Error: "loading the session: " + p.err.Error()}, true)
+	case p.replay != nil:
+		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: p.replay.Run, Turn: p.replay.Turn,
+			Messages: p.replay.ToolMessages, Replayed: true}, false)
+	default:
+		a.turn, a.runState = p.next, p.run
+		a.em = newEmitter(&a.cfg, a.session, a.run, a.turn)
+		a.startPreflight(ctx)
+	}
 }
 
 func (a *turnActor) startPreflight(ctx actor.Context) {
@@ -125,7 +151,7 @@ func (a *turnActor) startPreflight(ctx actor.Context) {
 		calls: a.req.turn.Message.GetToolCalls(), approve: a.req.turn.Approve,
 		autoLoad: a.req.turn.AutoLoadSchemas, turnCtx: a.ctx,
 	}
-	a.preflight = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newPreflightActor(in) }))
+	a.preflight = ctx.Spawn(coordinatorProps(func() actor.Actor { return newPreflightActor(in) }))
 }
 
 func (a *turnActor) preflightDone(ctx actor.Context, m *preflightDone) {
@@ -155,7 +181,7 @@ func (a *turnActor) preflightDone(ctx actor.Context, m *preflightDone) {
 	}
 	in := &poolInput{cfg: a.cfg, em: a.em, view: a.view, session: a.session, run: a.run, turn: a.turn,
 		commit: a.commit, followers: followers(a.plans)}
-	a.pool = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newPoolActor(in) }))
+	a.pool = ctx.Spawn(coordinatorProps(func() actor.Actor { return newPoolActor(in) }))
 	ctx.Send(a.pool, &runCalls{ctx: a.ctx, plans: run, intent: intent})
 }
 
@@ -245,29 +271,29 @@ func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome)
 		DedupDel:   dedupDel,
 		CachePut:   cachePut,
 	}
-	began := time.Now()
-	f := ctx.RequestFuture(a.commit, &commitTurn{commit: c}, storeTimeout)
-	ctx.ReenterAfter(f, func(res any, err error) {
-		if d, ok := res.(*storeDone); ok && err == nil {
-			err = d.err
-		}
-		if err != nil {
-			a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Turn: a.turn, Messages: msgs,
-				Error: "committing the turn: " + err.Error() + "; calls that may have started read outcome_unknown"}, true)
-			return
-		}
-		obs := a.cfg.Observer
-		obs.Committed(len(msgs), time.Since(began))
+	a.msgs, a.began, a.committing = msgs, time.Now(), true
+	ctx.Request(a.commit, &commitTurn{commit: c})
+}
+
+// committed finishes the turn once the commit actor has answered.
+func (a *turnActor) committed(ctx actor.Context, err error) {
+	msgs := a.msgs
+	if err != nil {
+		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Turn: a.turn, Messages: msgs,
+			Error: "committing the turn: " + err.Error() + "; calls that may have started read outcome_unknown"}, true)
+		return
+	}
+	obs := a.cfg.Observer
+	obs.Committed(len(msgs), time.Since(a.began))
+	for _, m := range msgs {
+		obs.CallDone(m.Name, m.Status)
+	}
+	if a.em.active() {
 		for _, m := range msgs {
-			obs.CallDone(m.Name, m.Status)
+			a.em.emit(&messages.Event{Kind: EventToolResult, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status, Text: clip(m.Content, maxEventText), Injected: m.Injected})
 		}
-		if a.em.active() {
-			for _, m := range msgs {
-				a.em.emit(&messages.Event{Kind: EventToolResult, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status, Text: clip(m.Content, maxEventText), Injected: m.Injected})
-			}
-		}
-		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Turn: a.turn, Messages: msgs}, false)
-	})
+	}
+	a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Turn: a.turn, Messages: msgs}, false)
 }
 
 // reply answers the requester once, tells the session and stops the turn.
@@ -276,6 +302,9 @@ func (a *turnActor) reply(ctx actor.Context, r *messages.TurnResult, failed bool
 		return
 	}
 	a.replied = true
+	if a.cfg.member {
+		r.Member = ctx.ActorSystem().Address()
+	}
 	ctx.Send(a.replyTo, r)
 	ctx.Send(ctx.Parent(), &turnFinished{id: a.req.id, failed: failed})
 	if a.cancel != nil {

@@ -367,7 +367,10 @@ type DispatchTurn struct {
 	AutoLoadSchemas bool `protobuf:"varint,9,opt,name=auto_load_schemas,json=autoLoadSchemas,proto3" json:"auto_load_schemas,omitempty"`
 	// chaos is a chaos-mode policy as JSON ({"seed":…,"rules":[…]}); empty
 	// means the dispatcher's default (normally none).
-	Chaos         string `protobuf:"bytes,10,opt,name=chaos,proto3" json:"chaos,omitempty"`
+	Chaos string `protobuf:"bytes,10,opt,name=chaos,proto3" json:"chaos,omitempty"`
+	// request_id names this request so that a CancelTurn can refer to it
+	// (set by the member that received the turn).
+	RequestId     string `protobuf:"bytes,11,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -472,6 +475,304 @@ func (x *DispatchTurn) GetChaos() string {
 	return ""
 }
 
+func (x *DispatchTurn) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// CancelTurn cancels the turn of request_id (the client went away); its
+// calls still get committed results.
+type CancelTurn struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelTurn) Reset() {
+	*x = CancelTurn{}
+	mi := &file_tooldispatch_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelTurn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelTurn) ProtoMessage() {}
+
+func (x *CancelTurn) ProtoReflect() protoreflect.Message {
+	mi := &file_tooldispatch_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelTurn.ProtoReflect.Descriptor instead.
+func (*CancelTurn) Descriptor() ([]byte, []int) {
+	return file_tooldispatch_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CancelTurn) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *CancelTurn) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// AnswerQuestion answers a question a tool waits on (ask_user, store_secret).
+type AnswerQuestion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Text          string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	Declined      bool                   `protobuf:"varint,4,opt,name=declined,proto3" json:"declined,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerQuestion) Reset() {
+	*x = AnswerQuestion{}
+	mi := &file_tooldispatch_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerQuestion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerQuestion) ProtoMessage() {}
+
+func (x *AnswerQuestion) ProtoReflect() protoreflect.Message {
+	mi := &file_tooldispatch_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerQuestion.ProtoReflect.Descriptor instead.
+func (*AnswerQuestion) Descriptor() ([]byte, []int) {
+	return file_tooldispatch_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AnswerQuestion) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *AnswerQuestion) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *AnswerQuestion) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *AnswerQuestion) GetDeclined() bool {
+	if x != nil {
+		return x.Declined
+	}
+	return false
+}
+
+// ClientResult hands back the result of a client tool's call.
+type ClientResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Content       string                 `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
+	IsError       bool                   `protobuf:"varint,4,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientResult) Reset() {
+	*x = ClientResult{}
+	mi := &file_tooldispatch_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientResult) ProtoMessage() {}
+
+func (x *ClientResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tooldispatch_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientResult.ProtoReflect.Descriptor instead.
+func (*ClientResult) Descriptor() ([]byte, []int) {
+	return file_tooldispatch_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ClientResult) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ClientResult) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ClientResult) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+func (x *ClientResult) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+// EndRun deletes a run's state once the session's queued turns end.
+type EndRun struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Run           string                 `protobuf:"bytes,2,opt,name=run,proto3" json:"run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndRun) Reset() {
+	*x = EndRun{}
+	mi := &file_tooldispatch_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndRun) ProtoMessage() {}
+
+func (x *EndRun) ProtoReflect() protoreflect.Message {
+	mi := &file_tooldispatch_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndRun.ProtoReflect.Descriptor instead.
+func (*EndRun) Descriptor() ([]byte, []int) {
+	return file_tooldispatch_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *EndRun) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *EndRun) GetRun() string {
+	if x != nil {
+		return x.Run
+	}
+	return ""
+}
+
+// Ack answers AnswerQuestion, ClientResult and EndRun: error is empty on
+// success, else one of "no_pending", "already_answered" or a message.
+type Ack struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Ack) Reset() {
+	*x = Ack{}
+	mi := &file_tooldispatch_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ack) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ack) ProtoMessage() {}
+
+func (x *Ack) ProtoReflect() protoreflect.Message {
+	mi := &file_tooldispatch_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ack.ProtoReflect.Descriptor instead.
+func (*Ack) Descriptor() ([]byte, []int) {
+	return file_tooldispatch_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Ack) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // TurnResult is the reply to DispatchTurn: one tool message per call, in call order.
 type TurnResult struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -483,14 +784,17 @@ type TurnResult struct {
 	// tool failures are statuses in messages.
 	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// replayed is true when turn_id named an already committed turn.
-	Replayed      bool `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Replayed bool `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// member is the address of the cluster member that ran the turn (empty
+	// outside a cluster).
+	Member        string `protobuf:"bytes,7,opt,name=member,proto3" json:"member,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TurnResult) Reset() {
 	*x = TurnResult{}
-	mi := &file_tooldispatch_proto_msgTypes[6]
+	mi := &file_tooldispatch_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +806,7 @@ func (x *TurnResult) String() string {
 func (*TurnResult) ProtoMessage() {}
 
 func (x *TurnResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[6]
+	mi := &file_tooldispatch_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +819,7 @@ func (x *TurnResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnResult.ProtoReflect.Descriptor instead.
 func (*TurnResult) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{6}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TurnResult) GetSession() string {
@@ -560,6 +864,13 @@ func (x *TurnResult) GetReplayed() bool {
 	return false
 }
 
+func (x *TurnResult) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
 // Event is one entry of a session's event stream (SPEC section 7).
 type Event struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
@@ -586,7 +897,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_tooldispatch_proto_msgTypes[7]
+	mi := &file_tooldispatch_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +909,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[7]
+	mi := &file_tooldispatch_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +922,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{7}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Event) GetKind() string {
@@ -719,7 +1030,7 @@ type ConfirmReply struct {
 
 func (x *ConfirmReply) Reset() {
 	*x = ConfirmReply{}
-	mi := &file_tooldispatch_proto_msgTypes[8]
+	mi := &file_tooldispatch_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +1042,7 @@ func (x *ConfirmReply) String() string {
 func (*ConfirmReply) ProtoMessage() {}
 
 func (x *ConfirmReply) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[8]
+	mi := &file_tooldispatch_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +1055,7 @@ func (x *ConfirmReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmReply.ProtoReflect.Descriptor instead.
 func (*ConfirmReply) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{8}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ConfirmReply) GetSession() string {
@@ -793,7 +1104,7 @@ type ConfirmAck struct {
 
 func (x *ConfirmAck) Reset() {
 	*x = ConfirmAck{}
-	mi := &file_tooldispatch_proto_msgTypes[9]
+	mi := &file_tooldispatch_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +1116,7 @@ func (x *ConfirmAck) String() string {
 func (*ConfirmAck) ProtoMessage() {}
 
 func (x *ConfirmAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[9]
+	mi := &file_tooldispatch_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +1129,7 @@ func (x *ConfirmAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmAck.ProtoReflect.Descriptor instead.
 func (*ConfirmAck) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{9}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConfirmAck) GetStatus() string {
@@ -844,7 +1155,7 @@ type TurnRecord struct {
 
 func (x *TurnRecord) Reset() {
 	*x = TurnRecord{}
-	mi := &file_tooldispatch_proto_msgTypes[10]
+	mi := &file_tooldispatch_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +1167,7 @@ func (x *TurnRecord) String() string {
 func (*TurnRecord) ProtoMessage() {}
 
 func (x *TurnRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[10]
+	mi := &file_tooldispatch_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +1180,7 @@ func (x *TurnRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnRecord.ProtoReflect.Descriptor instead.
 func (*TurnRecord) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{10}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TurnRecord) GetTurn() int64 {
@@ -951,7 +1262,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
 	"\n" +
 	"parameters\x18\x03 \x01(\tR\n" +
-	"parameters\"\xe0\x02\n" +
+	"parameters\"\xff\x02\n" +
 	"\fDispatchTurn\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03run\x18\x02 \x01(\tR\x03run\x12\x1a\n" +
@@ -963,7 +1274,29 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\aexclude\x18\b \x03(\tR\aexclude\x12*\n" +
 	"\x11auto_load_schemas\x18\t \x01(\bR\x0fautoLoadSchemas\x12\x14\n" +
 	"\x05chaos\x18\n" +
-	" \x01(\tR\x05chaos\"\xb8\x01\n" +
+	" \x01(\tR\x05chaos\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\v \x01(\tR\trequestId\"E\n" +
+	"\n" +
+	"CancelTurn\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"s\n" +
+	"\x0eAnswerQuestion\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x12\x1a\n" +
+	"\bdeclined\x18\x04 \x01(\bR\bdeclined\"v\n" +
+	"\fClientResult\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x18\n" +
+	"\acontent\x18\x03 \x01(\tR\acontent\x12\x19\n" +
+	"\bis_error\x18\x04 \x01(\bR\aisError\"4\n" +
+	"\x06EndRun\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
+	"\x03run\x18\x02 \x01(\tR\x03run\"\x1b\n" +
+	"\x03Ack\x12\x14\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\"\xd0\x01\n" +
 	"\n" +
 	"TurnResult\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
@@ -971,7 +1304,8 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\x04turn\x18\x03 \x01(\x03R\x04turn\x128\n" +
 	"\bmessages\x18\x04 \x03(\v2\x1c.tooldispatch.v1.ToolMessageR\bmessages\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\breplayed\x18\x06 \x01(\bR\breplayed\"\xc3\x02\n" +
+	"\breplayed\x18\x06 \x01(\bR\breplayed\x12\x16\n" +
+	"\x06member\x18\a \x01(\tR\x06member\"\xc3\x02\n" +
 	"\x05Event\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\asession\x18\x02 \x01(\tR\asession\x12\x10\n" +
@@ -1018,7 +1352,7 @@ func file_tooldispatch_proto_rawDescGZIP() []byte {
 	return file_tooldispatch_proto_rawDescData
 }
 
-var file_tooldispatch_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_tooldispatch_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_tooldispatch_proto_goTypes = []any{
 	(*FunctionCall)(nil),     // 0: tooldispatch.v1.FunctionCall
 	(*ToolCall)(nil),         // 1: tooldispatch.v1.ToolCall
@@ -1026,11 +1360,16 @@ var file_tooldispatch_proto_goTypes = []any{
 	(*ToolMessage)(nil),      // 3: tooldispatch.v1.ToolMessage
 	(*ToolSpec)(nil),         // 4: tooldispatch.v1.ToolSpec
 	(*DispatchTurn)(nil),     // 5: tooldispatch.v1.DispatchTurn
-	(*TurnResult)(nil),       // 6: tooldispatch.v1.TurnResult
-	(*Event)(nil),            // 7: tooldispatch.v1.Event
-	(*ConfirmReply)(nil),     // 8: tooldispatch.v1.ConfirmReply
-	(*ConfirmAck)(nil),       // 9: tooldispatch.v1.ConfirmAck
-	(*TurnRecord)(nil),       // 10: tooldispatch.v1.TurnRecord
+	(*CancelTurn)(nil),       // 6: tooldispatch.v1.CancelTurn
+	(*AnswerQuestion)(nil),   // 7: tooldispatch.v1.AnswerQuestion
+	(*ClientResult)(nil),     // 8: tooldispatch.v1.ClientResult
+	(*EndRun)(nil),           // 9: tooldispatch.v1.EndRun
+	(*Ack)(nil),              // 10: tooldispatch.v1.Ack
+	(*TurnResult)(nil),       // 11: tooldispatch.v1.TurnResult
+	(*Event)(nil),            // 12: tooldispatch.v1.Event
+	(*ConfirmReply)(nil),     // 13: tooldispatch.v1.ConfirmReply
+	(*ConfirmAck)(nil),       // 14: tooldispatch.v1.ConfirmAck
+	(*TurnRecord)(nil),       // 15: tooldispatch.v1.TurnRecord
 }
 var file_tooldispatch_proto_depIdxs = []int32{
 	0, // 0: tooldispatch.v1.ToolCall.function:type_name -> tooldispatch.v1.FunctionCall
@@ -1058,7 +1397,7 @@ func file_tooldispatch_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tooldispatch_proto_rawDesc), len(file_tooldispatch_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

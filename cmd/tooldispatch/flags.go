@@ -62,6 +62,14 @@ type options struct {
 	json      bool
 	runGiven  bool // --run was given
 
+	// serve --cluster
+	clusterName    string
+	clusterAddr    string
+	peers          string
+	automanagePort int
+	etcd           string
+	postgres       string
+
 	// serve
 	addr         string
 	token        string
@@ -123,6 +131,12 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 		fs.BoolVar(&o.fsync, "fsync", false, "fsync every commit, so committed turns survive a power loss")
 		fs.DurationVar(&o.confirmTimeout, "confirm-timeout", 0, "wait at most `DURATION` for the answer to a confirmation, then skip the call (default 5m)")
 		fs.StringVar(&o.chaos, "chaos", "", "inject faults by the chaos policy `FILE` (TOML or JSON); see examples/chaos.toml")
+		fs.StringVar(&o.clusterName, "cluster", "", "join the protoactor cluster `NAME`: sessions become grains over a shared PostgreSQL store")
+		fs.StringVar(&o.clusterAddr, "cluster-addr", "127.0.0.1:0", "`HOST:PORT` of this member's cluster endpoint")
+		fs.StringVar(&o.peers, "peers", "", "static membership: comma-separated `HOST:PORT` list of every member's --automanage-port")
+		fs.IntVar(&o.automanagePort, "automanage-port", 0, "`PORT` this member answers static-membership checks on")
+		fs.StringVar(&o.etcd, "etcd", "", "membership through etcd: comma-separated `ENDPOINTS`")
+		fs.StringVar(&o.postgres, "postgres", "", "the cluster's shared store: PostgreSQL `URL` (default $TOOLDISPATCH_PG_URL)")
 		fs.DurationVar(&o.grace, "grace", defaultGrace, "on SIGTERM/SIGINT, let running turns finish for `DURATION`, then cancel them")
 	}
 

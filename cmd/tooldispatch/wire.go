@@ -203,7 +203,7 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 	if confirmTimeout == 0 {
 		confirmTimeout = cfg.Dispatcher.ConfirmTimeout.Duration
 	}
-	s.disp, err = actors.New(actors.Config{
+	acfg := actors.Config{
 		Observer:       observer,
 		Registry:       s.reg,
 		Store:          store,
@@ -214,7 +214,23 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 		Redact:         s.tools.secrets.Redactor().Redact,
 		PastFixes:      s.tools.memory.PastFixes,
 		Chaos:          policy,
-	})
+	}
+	if o.clusterName != "" {
+		co, err := clusterOptions(o)
+		if err != nil {
+			s.close(log)
+			return nil, failf(exitUsage, "%v", err)
+		}
+		shared, err := clusterStore(o, store, log)
+		if err != nil {
+			s.close(log)
+			return nil, failf(exitFailure, "%v", err)
+		}
+		s.store, acfg.Store = shared, shared
+		s.disp, err = actors.NewClusterMember(acfg, co)
+	} else {
+		s.disp, err = actors.New(acfg)
+	}
 	if err != nil {
 		s.close(log)
 		return nil, failf(exitFailure, "starting the dispatcher: %v", err)

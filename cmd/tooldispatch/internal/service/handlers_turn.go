@@ -141,7 +141,7 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, dt *messages
 func (s *Server) turnOutcome(dt *messages.DispatchTurn, res *messages.TurnResult, err error) (int, any) {
 	switch {
 	case err == nil:
-		return http.StatusOK, turnReply{Turn: res.GetTurn(), Messages: toolMessagesJSON(res.GetMessages()), Replayed: res.GetReplayed()}
+		return http.StatusOK, turnReply{Turn: res.GetTurn(), Messages: toolMessagesJSON(res.GetMessages()), Replayed: res.GetReplayed(), Member: res.GetMember()}
 	case errors.Is(err, actors.ErrClosed):
 		return http.StatusServiceUnavailable, turnFailure{Error: errShuttingDown().msg}
 	case errors.Is(err, actors.ErrBadRequest):

@@ -83,6 +83,8 @@ type (
 		Turn     int64         `json:"turn"`
 		Messages []toolMessage `json:"messages"`
 		Replayed bool          `json:"replayed,omitempty"`
+		// Member is the cluster member that ran the turn (cluster mode only).
+		Member string `json:"member,omitempty"`
 	}
 	turnFailure struct {
 		Error string `json:"error"`

@@ -1,0 +1,404 @@
+package attack
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
+	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
+	"github.com/tooldispatch/tooldispatch/toolkit/web"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+}
+
+const secretValue = "s3cr3t-V4LUE-do-not-print"
+
+type env struct {
+	t       *testing.T
+	d       *actors.Dispatcher
+	ws      string
+	outside string
+	logs    *syncBuf
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// newEnv: built-in tools over a workspace with a secret file beside it, web
+// tools on the given policy with a secret API_KEY, events ignored.
+func newEnv(t *testing.T, webCfg web.Config) *env {
+	t.Helper()
+	root := t.TempDir()
+	e := &env{t: t, ws: filepath.Join(root, "ws"), outside: filepath.Join(root, "outside"), logs: &syncBuf{}}
+	for _, d := range []string{e.ws, e.outside} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(e.outside, "secret.txt"), []byte("OUTSIDE-SECRET"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.ws, "keep.txt"), []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := cachestore.NewMemory()
+	logger := zerolog.New(e.logs)
+	sec, err := secrets.Open(store, filepath.Join(root, "key"), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sec.Put(context.Background(), "API_KEY", secretValue, "test"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := builtin.OpenWorkspace(e.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := toolkit.NewRegistry()
+	toolkit.RegisterMeta(reg)
+	builtin.Register(reg, builtin.Deps{Workspace: w, Logger: logger})
+	wb := web.Register(reg, web.Deps{Config: webCfg, Secrets: sec, Logger: logger})
+	e.d, err = actors.New(actors.Config{Registry: reg, Store: store, Logger: logger, Redact: sec.Redactor().Redact,
+		Events: func(*messages.Event) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.d.Close(ctx); err != nil {
+			t.Error(err)
+		}
+		wb.Close()
+		w.Close()
+		_ = store.Close()
+		if strings.Contains(e.logs.String(), secretValue) {
+			t.Error("logs hold the secret value")
+		}
+	})
+	return e
+}
+
+func call(id, name, args string) *messages.ToolCall {
+	return &messages.ToolCall{Id: id, Type: "function", Function: &messages.FunctionCall{Name: name, Arguments: args}}
+}
+
+func (e *env) dispatch(approve string, calls ...*messages.ToolCall) *messages.TurnResult {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tr := &messages.DispatchTurn{Session: "attack", Run: "r", Provider: toolkit.ProviderClaudeCode, Approve: approve,
+		AutoLoadSchemas: true, Message: &messages.AssistantMessage{Role: "assistant", ToolCalls: calls}}
+	r, err := e.d.Dispatch(ctx, tr)
+	if err != nil {
+		e.t.Fatalf("dispatch: %v", err)
+	}
+	if len(r.Messages) != len(calls) {
+		e.t.Fatalf("%d results for %d calls", len(r.Messages), len(calls))
+	}
+	return r
+}
+
+type attack struct {
+	name, tool, args string
+	approve          string
+	want             []string // acceptable statuses (fail closed)
+	mustNot          []string // texts the result must not contain
+}
+
+func (e *env) run(t *testing.T, cases []attack) {
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := e.dispatch(c.approve, call(fmt.Sprintf("a%d", i), c.tool, c.args))
+			m := r.Messages[0]
+			ok := false
+			for _, w := range c.want {
+				ok = ok || m.Status == w
+			}
+			if !ok {
+				t.Errorf("status %q, want one of %v: %.300q", m.Status, c.want, m.Content)
+			}
+			if strings.TrimSpace(m.Content) == "" {
+				t.Errorf("status %q without a message", m.Status)
+			}
+			for _, s := range append(c.mustNot, secretValue, "OUTSIDE-SECRET") {
+				if strings.Contains(m.Content, s) {
+					t.Errorf("result leaks %q: %.300q", s, m.Content)
+				}
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "pwned.txt")); err == nil {
+		t.Error("an attack wrote pwned.txt")
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.outside, "secret.txt")); string(b) != "OUTSIDE-SECRET" {
+		t.Errorf("outside file changed: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.ws, "keep.txt")); string(b) != "keep" {
+		t.Errorf("keep.txt changed: %q", b)
+	}
+}
+
+var refused = []string{"invalid_args", "unknown_tool", "skipped", "error", "schema_returned"}
+
+// TestAttackArguments: strict parsing and the gate (approve all: nothing
+// but the parser and validator stands in the way).
+func TestAttackArguments(t *testing.T) {
+	e := newEnv(t, web.Config{})
+	deep := strings.Repeat(`{"a":`, 5000) + "1" + strings.Repeat("}", 5000)
+	e.run(t, []attack{
+		{name: "case-variant keys", tool: "edit_file", args: `{"path":"pwned.txt","Path":"keep.txt","content":"x"}`, approve: "all", want: []string{"invalid_args"}},
+		{name: "duplicate keys", tool: "edit_file", args: `{"path":"keep.txt","path":"pwned.txt","content":"x"}`, approve: "all", want: []string{"invalid_args"}},
+		{name: "unicode case-fold keys", tool: "edit_file", args: `{"path":"pwned.txt","PATH":"a","content":"x"}`, approve: "all", want: []string{"invalid_args"}},
+		{name: "escaped duplicate key", tool: "edit_file", args: `{"path":"keep.txt","p\u0061th":"pwned.txt","content":"x"}`, approve: "all", want: []string{"invalid_args"}},
+		{name: "nested run_tool", tool: "run_tool", args: `{"name":"run_tool","arguments":{"name":"edit_file","arguments":{"path":"pwned.txt","content":"x"}}}`, approve: "all", want: []string{"invalid_args"}},
+		{name: "triple nested run_tool as strings", tool: "run_tool", args: `{"name":"run_tool","arguments":"{\"name\":\"run_tool\",\"arguments\":\"{}\"}"}`, approve: "all", want: []string{"invalid_args"}},
+		{name: "run_tool with extra read_only field", tool: "run_tool", args: `{"name":"edit_file","arguments":{"path":"pwned.txt","content":"x"},"read_only":true}`, approve: "none", want: refused},
+		{name: "unknown field read_only", tool: "run_command", args: `{"argv":["touch","pwned.txt"],"read_only":true}`, approve: "none", want: refused},
+		{name: "unknown field method GET", tool: "edit_file", args: `{"path":"pwned.txt","content":"x","method":"GET"}`, approve: "none", want: refused},
+		{name: "http_request method case trick", tool: "http_request", args: `{"url":"http://example.invalid/","method":"get "}`, approve: "none", want: refused},
+		{name: "giant arguments", tool: "read_files", args: `{"paths":["` + strings.Repeat("a", 2<<20) + `"]}`, approve: "all", want: []string{"invalid_args"}},
+		{name: "deep nesting", tool: "read_files", args: deep, approve: "all", want: []string{"invalid_args"}},
+		{name: "not an object", tool: "read_files", args: `["keep.txt"]`, approve: "all", want: []string{"invalid_args"}},
+		{name: "trailing garbage", tool: "edit_file", args: `{"path":"keep.txt","content":"x"}{"path":"pwned.txt"}`, approve: "all", want: []string{"invalid_args"}},
+		{name: "lone surrogate", tool: "edit_file", args: `{"path":"pwned\ud800.txt","content":"x"}`, approve: "all", want: []string{"invalid_args"}},
+	})
+}
+
+// TestAttackToolNames: look-alike, zero-width and leaked-token names never
+// reach a mutating tool (approve none: a real match would be skipped; a
+// look-alike must not even be treated as the real tool under approve all).
+func TestAttackToolNames(t *testing.T) {
+	e := newEnv(t, web.Config{})
+	args := `{"path":"pwned.txt","content":"x"}`
+	e.run(t, []attack{
+		{name: "zero-width space", tool: "edit\u200b_file", args: args, approve: "all", want: []string{"unknown_tool"}},
+		{name: "zero-width joiner at end", tool: "edit_file\u200d", args: args, approve: "all", want: []string{"unknown_tool"}},
+		{name: "BOM prefix", tool: "\ufeffedit_file", args: args, approve: "all", want: []string{"unknown_tool"}},
+		{name: "cyrillic e", tool: "\u0435dit_file", args: args, approve: "all", want: []string{"unknown_tool"}},
+		{name: "fullwidth", tool: "ｅｄｉｔ_ｆｉｌｅ", args: args, approve: "all", want: []string{"unknown_tool"}},
+		{name: "upper case", tool: "EDIT_FILE", args: args, approve: "all", want: []string{"unknown_tool"}},
+		{name: "leaked token suffix under none", tool: "edit_file<|channel|>commentary", args: args, approve: "none", want: []string{"skipped"}},
+		{name: "leaked token prefix", tool: "<|im_start|>edit_file", args: args, approve: "all", want: []string{"unknown_tool"}},
+		{name: "run_tool to a look-alike", tool: "run_tool", args: `{"name":"edit\u200b_file","arguments":` + args + `}`, approve: "all", want: []string{"unknown_tool"}},
+		{name: "run_tool with leaked token under none", tool: "run_tool", args: `{"name":"edit_file<|end|>","arguments":` + args + `}`, approve: "none", want: refused},
+		{name: "empty name", tool: "   ", args: args, approve: "all", want: []string{"unknown_tool"}},
+	})
+}
+
+// TestAttackPathEscapes: every way out of the workspace, through the whole
+// dispatcher with approve all.
+func TestAttackPathEscapes(t *testing.T) {
+	e := newEnv(t, web.Config{})
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Symlink(filepath.Join(e.outside, "secret.txt"), filepath.Join(e.ws, "link.txt")))
+	must(os.Symlink(e.outside, filepath.Join(e.ws, "linkdir")))
+	rf := func(p string) string { b, _ := json.Marshal(map[string]any{"paths": []string{p}}); return string(b) }
+	ed := func(p string) string {
+		b, _ := json.Marshal(map[string]any{"path": p, "content": "pwned"})
+		return string(b)
+	}
+	var cases []attack
+	for _, p := range []string{"../outside/secret.txt", filepath.Join(e.outside, "secret.txt"), "link.txt", "linkdir/secret.txt", "./sub/../../outside/secret.txt", "linkdir/../keep.txt/../../outside/secret.txt"} {
+		cases = append(cases,
+			attack{name: "read " + p, tool: "read_files", args: rf(p), approve: "all", want: []string{"error", "invalid_args"}},
+			attack{name: "edit " + p, tool: "edit_file", args: ed(p), approve: "all", want: []string{"error", "invalid_args"}},
+			attack{name: "remove " + p, tool: "remove_file", args: `{"path":` + strconvQuote(p) + `}`, approve: "all", want: []string{"error", "invalid_args"}})
+	}
+	cases = append(cases, attack{name: "run_command cwd outside", tool: "run_command", args: `{"argv":["cat","secret.txt"],"cwd":"../outside"}`, approve: "all", want: []string{"error", "invalid_args"}})
+	e.run(t, cases)
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// TestAttackSymlinkSwap: while reads run, another goroutine swaps a
+// workspace entry between a real directory and a symlink out of the
+// workspace. No read may ever return the outside file.
+func TestAttackSymlinkSwap(t *testing.T) {
+	e := newEnv(t, web.Config{})
+	inside := filepath.Join(e.ws, "real")
+	if err := os.Mkdir(inside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(inside, "secret.txt"), []byte("inside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	swap := filepath.Join(e.ws, "swap")
+	stop := make(chan struct{})
+	var swaps atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tmp := filepath.Join(e.ws, "swap.tmp")
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = os.Remove(tmp)
+			if i%2 == 0 {
+				_ = os.Symlink(e.outside, tmp)
+			} else {
+				_ = os.Symlink("real", tmp)
+			}
+			_ = os.Rename(tmp, swap) // atomic swap
+			swaps.Add(1)
+		}
+	}()
+	leaks, oks := 0, 0
+	deadline := time.Now().Add(2 * time.Second)
+	for n := 0; time.Now().Before(deadline); n++ {
+		var calls []*messages.ToolCall
+		for i := 0; i < 20; i++ {
+			// Distinct spellings of one path, so in-turn de-duplication
+			// does not fold the reads into one.
+			calls = append(calls, call(fmt.Sprintf("r%d-%d", n, i), "read_files", fmt.Sprintf(`{"paths":["%sswap/secret.txt"]}`, strings.Repeat("./", i))))
+		}
+		r := e.dispatch("all", calls...)
+		for _, m := range r.Messages {
+			if strings.Contains(m.Content, "OUTSIDE-SECRET") {
+				leaks++
+			}
+			if m.Status == "ok" {
+				oks++
+			}
+		}
+		// Each turn in its own run, so de-duplication does not answer.
+		e.d.EndRun(context.Background(), "attack", "r")
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("symlink swaps: %d, ok reads: %d", swaps.Load(), oks)
+	if leaks > 0 {
+		t.Fatalf("%d reads returned the outside file during symlink swaps", leaks)
+	}
+}
+
+// TestAttackSSRF: the default policy refuses loopback, private, link-local
+// and unspecified addresses, in every spelling.
+func TestAttackSSRF(t *testing.T) {
+	e := newEnv(t, web.Config{Timeout: 2 * time.Second})
+	var cases []attack
+	for _, u := range []string{
+		"http://127.0.0.1:1/", "http://localhost:1/", "http://[::1]:1/", "http://0.0.0.0:1/", "http://2130706433:1/",
+		"http://0x7f.0.0.1:1/", "http://127.1:1/", "http://[::ffff:127.0.0.1]:1/", "http://10.0.0.1/", "http://192.168.0.1/",
+		"http://172.16.0.1/", "http://169.254.169.254/latest/meta-data/", "http://[fe80::1]/", "http://[fd00::1]/",
+		"http://100.64.0.1/", "file:///etc/passwd", "gopher://127.0.0.1:1/", "http://user:pw@127.0.0.1:1/",
+	} {
+		cases = append(cases, attack{name: u, tool: "http_request", args: `{"url":` + strconvQuote(u) + `}`, approve: "all", want: []string{"error", "invalid_args"}})
+		cases = append(cases, attack{name: "fetch " + u, tool: "fetch_page", args: `{"url":` + strconvQuote(u) + `}`, approve: "all", want: []string{"error", "invalid_args"}})
+	}
+	e.run(t, cases)
+}
+
+// TestAttackSSRFRedirect: a server the policy allows (loopback, allowed for
+// this test) redirects to link-local and private addresses; the redirect
+// is refused.
+func TestAttackSSRFRedirect(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
+	}))
+	defer srv.Close()
+	e := newEnv(t, web.Config{AllowLoopback: true, Timeout: 2 * time.Second})
+	var cases []attack
+	for _, to := range []string{"http://169.254.169.254/latest/meta-data/", "http://10.0.0.1/", "http://[fd00::1]/", "http://192.168.1.1/", "file:///etc/passwd"} {
+		u := srv.URL + "/?to=" + to
+		cases = append(cases, attack{name: "redirect to " + to, tool: "http_request", args: `{"url":` + strconvQuote(u) + `}`, approve: "all", want: []string{"error"}})
+	}
+	e.run(t, cases)
+	if hits.Load() == 0 {
+		t.Fatal("the redirecting server was never reached; the test tests nothing")
+	}
+}
+
+// TestAttackSecretExfiltration: secret references in arguments that try to
+// print the secret: echoed back by a server, in a command line, in a file.
+func TestAttackSecretExfiltration(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := make([]byte, 4096)
+		n, _ := r.Body.Read(b)
+		fmt.Fprintf(w, "url=%s auth=%s body=%s", r.URL.String(), r.Header.Get("Authorization"), b[:n])
+	}))
+	defer srv.Close()
+	e := newEnv(t, web.Config{AllowLoopback: true, Timeout: 2 * time.Second})
+	ref := "${secret:API_KEY}"
+	e.run(t, []attack{
+		{name: "echoed query", tool: "http_request", args: `{"url":` + strconvQuote(srv.URL+"/?k="+ref) + `}`, approve: "all", want: []string{"ok"}},
+		{name: "echoed header", tool: "http_request", args: `{"url":` + strconvQuote(srv.URL) + `,"headers":{"Authorization":"Bearer ` + ref + `"}}`, approve: "all", want: []string{"ok"}},
+		{name: "echoed body", tool: "http_request", args: `{"url":` + strconvQuote(srv.URL) + `,"method":"POST","body":"` + ref + `"}`, approve: "all", want: []string{"ok"}},
+		{name: "missing secret", tool: "http_request", args: `{"url":` + strconvQuote(srv.URL+"/?k=${secret:NOPE}") + `}`, approve: "all", want: []string{"error"}},
+		{name: "command line", tool: "run_command", args: `{"argv":["echo","` + ref + `"]}`, approve: "all", want: []string{"ok"}},
+		{name: "written to a file then read", tool: "edit_file", args: `{"path":"s.txt","content":"` + ref + `"}`, approve: "all", want: []string{"ok"}},
+		{name: "read back", tool: "read_files", args: `{"paths":["s.txt"]}`, approve: "all", want: []string{"ok"}},
+	})
+}
+
+// TestAttackCallFlood: 5000 calls in one turn (the limit is 4096): every
+// call gets exactly one result, in order, those beyond the limit refused,
+// within a bounded time.
+func TestAttackCallFlood(t *testing.T) {
+	e := newEnv(t, web.Config{})
+	var calls []*messages.ToolCall
+	for i := 0; i < 5000; i++ {
+		calls = append(calls, call(fmt.Sprintf("f%04d", i), "calculate", fmt.Sprintf(`{"expression":"%d+1"}`, i)))
+	}
+	start := time.Now()
+	r := e.dispatch("none", calls...)
+	d := time.Since(start)
+	counts := map[string]int{}
+	for i, m := range r.Messages {
+		if m.ToolCallId != calls[i].Id {
+			t.Fatalf("result %d answers %s", i, m.ToolCallId)
+		}
+		counts[m.Status]++
+		if i >= 4096 && m.Status != "invalid_args" {
+			t.Errorf("call %d beyond the limit: %s", i, m.Status)
+		}
+	}
+	t.Logf("5000 calls in %v: %v", d, counts)
+	if d > 45*time.Second {
+		t.Errorf("flood took %v", d)
+	}
+}

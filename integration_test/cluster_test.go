@@ -1,0 +1,405 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pgServer starts a throwaway PostgreSQL on loopback with
+// scripts/pg-test-server.sh, or skips saying why.
+func pgServer(t *testing.T) string {
+	t.Helper()
+	if url := os.Getenv("TOOLDISPATCH_PG_URL"); url != "" && url != "skip" {
+		return url
+	}
+	if os.Getenv("TOOLDISPATCH_PG_URL") == "skip" {
+		t.Skip("TOOLDISPATCH_PG_URL=skip")
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
+	if len(matches) == 0 {
+		t.Skip("PostgreSQL not installed: .ci/run installs the postgresql package")
+	}
+	out, err := exec.Command("../scripts/pg-test-server.sh", "start", "--watch", fmt.Sprint(os.Getpid())).Output()
+	if err != nil {
+		t.Fatalf("starting PostgreSQL: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	t.Cleanup(func() { _ = exec.Command("../scripts/pg-test-server.sh", "stop", lines[1]).Run() })
+	return lines[0]
+}
+
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var ls []net.Listener
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// member is one `tooldispatch serve --cluster` process.
+type member struct {
+	cmd  *exec.Cmd
+	http string
+	log  *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's output goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type turnReply struct {
+	Turn     int64  `json:"turn"`
+	Member   string `json:"member"`
+	Messages []struct {
+		ToolCallID string `json:"tool_call_id"`
+		Status     string `json:"status"`
+		Content    string `json:"content"`
+	} `json:"messages"`
+	Error string `json:"error"`
+}
+
+func postTurn(ctx context.Context, base, session, turnID string, calls ...map[string]any) (*turnReply, error) {
+	body, _ := json.Marshal(map[string]any{"run": "r", "provider": "claude-code", "auto_load_schemas": true, "approve": "all",
+		"turn_id": turnID, "message": map[string]any{"role": "assistant", "tool_calls": calls}})
+	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/sessions/"+session+"/turns", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var r turnReply
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		return &r, fmt.Errorf("status %d: %s", resp.StatusCode, r.Error)
+	}
+	return &r, nil
+}
+
+func commandCall(id, script string) map[string]any {
+	args, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", script}})
+	return map[string]any{"id": id, "type": "function", "function": map[string]any{"name": "run_command", "arguments": string(args)}}
+}
+
+// TestClusterMemberKilled runs three members as separate processes over one
+// PostgreSQL; SIGKILLs the member that owns a busy session in the middle of
+// a turn; and shows that a survivor serves the session's next turn within
+// seconds, every committed turn is intact, the interrupted call reads
+// outcome_unknown, and nothing ran or was committed twice.
+func TestClusterMemberKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three cluster members")
+	}
+	pg := pgServer(t)
+	ports := freePorts(t, 9)
+	peers := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", ports[6], ports[7], ports[8])
+	ws := t.TempDir() // shared by the members: the side file of executions
+	var ms []*member
+	for i := 0; i < 3; i++ {
+		m := &member{http: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), log: &syncBuffer{}}
+		m.cmd = exec.Command(binary, "serve", "--workspace", ws, "--data", t.TempDir(),
+			"--addr", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--cluster", "it", "--cluster-addr", fmt.Sprintf("127.0.0.1:%d", ports[3+i]),
+			"--peers", peers, "--automanage-port", fmt.Sprint(ports[6+i]), "--postgres", pg, "--log-level", "warn")
+		m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
+		if err := m.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	t.Cleanup(func() {
+		for _, m := range ms {
+			_ = m.cmd.Process.Kill()
+			_ = m.cmd.Wait()
+		}
+	})
+	ctx := context.Background()
+	// Wait until the cluster answers on every member.
+	deadline := time.Now().Add(60 * time.Second)
+	for i, m := range ms {
+		for {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := postTurn(cctx, m.http, fmt.Sprintf("warm-%d", i), "", commandCall("w", "true"))
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("member %d never served a turn: %v\n%s", i, err, m.log)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	// Find the owner of the busy session.
+	first, err := postTurn(ctx, ms[0].http, "busy", "t1", commandCall("t1c1", "echo t1c1 >> ran.log"))
+	if err != nil || first.Member == "" {
+		t.Fatalf("first turn: %+v %v", first, err)
+	}
+	owner := -1
+	for i := range ms {
+		if strings.HasSuffix(first.Member, fmt.Sprintf(":%d", ports[3+i])) {
+			owner = i
+		}
+	}
+	if owner < 0 {
+		t.Fatalf("owner %q is none of the members", first.Member)
+	}
+	entry := (owner + 1) % 3 // a survivor takes the requests
+	// A slow turn on the owner; kill it while the call runs.
+	go func() {
+		_, _ = postTurn(ctx, ms[entry].http, "busy", "t2", commandCall("t2c1", "echo t2c1 >> ran.log; sleep 5"))
+	}()
+	for !strings.Contains(readFile(filepath.Join(ws, "ran.log")), "t2c1") {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow call never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := ms[owner].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	var third *turnReply
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		third, err = postTurn(cctx, ms[entry].http, "busy", "t3", commandCall("t3c1", "echo t3c1 >> ran.log"))
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Since(killed) > 30*time.Second {
+			t.Fatalf("no survivor served the session after the kill: %v\n%s", err, ms[entry].log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	recovery := time.Since(killed)
+	t.Logf("a survivor served the killed member's session %.2fs after the kill (turn %d on %s)", recovery.Seconds(), third.Turn, third.Member)
+	if third.Messages[0].Status != "ok" {
+		t.Fatalf("third turn: %+v", third)
+	}
+	// The persisted session, read from a survivor.
+	resp, err := http.Get(ms[entry].http + "/v1/sessions/busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sess struct {
+		Tools []struct {
+			ToolCallID string `json:"tool_call_id"`
+			Status     string `json:"status"`
+		} `json:"tools"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&sess)
+	resp.Body.Close()
+	got := map[string]string{}
+	for _, m := range sess.Tools {
+		if _, dup := got[m.ToolCallID]; dup {
+			t.Errorf("call %s committed twice", m.ToolCallID)
+		}
+		got[m.ToolCallID] = m.Status
+	}
+	want := map[string]string{"t1c1": "ok", "t2c1": "outcome_unknown", "t3c1": "ok"}
+	for id, st := range want {
+		if got[id] != st {
+			t.Errorf("%s = %q, want %q (all: %v)", id, got[id], st, got)
+		}
+	}
+	if ran := strings.Fields(readFile(filepath.Join(ws, "ran.log"))); strings.Join(ran, " ") != "t1c1 t2c1 t3c1" {
+		t.Errorf("executions %v, want each once", ran)
+	}
+	// Replaying the interrupted turn id runs nothing.
+	again, err := postTurn(ctx, ms[entry].http, "busy", "t2", commandCall("t2c1", "echo t2c1 >> ran.log; sleep 5"))
+	if err != nil || again.Messages[0].Status != "outcome_unknown" {
+		t.Errorf("replay of t2: %+v %v", again, err)
+	}
+}
+
+// startCluster starts n members over one PostgreSQL and waits until each
+// serves a turn.
+func startCluster(t *testing.T, n int, ws string) ([]*member, []int) {
+	t.Helper()
+	pg := pgServer(t)
+	ports := freePorts(t, 3*n)
+	var peers []string
+	for i := 0; i < n; i++ {
+		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", ports[2*n+i]))
+	}
+	var ms []*member
+	for i := 0; i < n; i++ {
+		m := &member{http: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), log: &syncBuffer{}}
+		m.cmd = exec.Command(binary, "serve", "--workspace", ws, "--data", t.TempDir(),
+			"--addr", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--cluster", "it", "--cluster-addr", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
+			"--peers", strings.Join(peers, ","), "--automanage-port", fmt.Sprint(ports[2*n+i]), "--postgres", pg, "--log-level", "warn")
+		m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
+		if err := m.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	t.Cleanup(func() {
+		for _, m := range ms {
+			_ = m.cmd.Process.Signal(syscall.SIGCONT)
+			_ = m.cmd.Process.Kill()
+			_ = m.cmd.Wait()
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for i, m := range ms {
+		for {
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := postTurn(cctx, m.http, fmt.Sprintf("warm-%d", i), "", commandCall("w", "true"))
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("member %d never served a turn: %v\n%s", i, err, m.log)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return ms, ports
+}
+
+// ownerOf returns the index of the member whose cluster address is addr.
+func ownerOf(t *testing.T, ports []int, n int, addr string) int {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if strings.HasSuffix(addr, fmt.Sprintf(":%d", ports[n+i])) {
+			return i
+		}
+	}
+	t.Fatalf("member %q is none of the members", addr)
+	return -1
+}
+
+// TestClusterPartitionedMemberFenced SIGSTOPs the member that owns a
+// session in the middle of a turn (a partition, as far as the others can
+// tell), lets a survivor take the session over, then SIGCONTs it: the
+// returning member's commit is refused by the store (fencing), so the
+// session never has two writers — the interrupted call stays
+// outcome_unknown and no turn number is written twice.
+func TestClusterPartitionedMemberFenced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts cluster members")
+	}
+	ws := t.TempDir()
+	ms, ports := startCluster(t, 2, ws)
+	ctx := context.Background()
+	first, err := postTurn(ctx, ms[0].http, "part", "p1", commandCall("p1c1", "echo p1c1 >> ran.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := ownerOf(t, ports, 2, first.Member)
+	other := 1 - owner
+	slow := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		_, err := postTurn(cctx, ms[owner].http, "part", "p2", commandCall("p2c1", "echo p2c1 >> ran.log; sleep 2"))
+		slow <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(readFile(filepath.Join(ws, "ran.log")), "p2c1") {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow call never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := ms[owner].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	var third *turnReply
+	for {
+		// A client that gave up would cancel the turn (and its turn id
+		// would then replay the canceled turn): wait long enough.
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		third, err = postTurn(cctx, ms[other].http, "part", "p3", commandCall("p3c1", "echo p3c1 >> ran.log"))
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Since(stopped) > 40*time.Second {
+			t.Fatalf("the survivor never took the session over: %v\n%s", err, ms[other].log)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("the survivor took the session over %.2fs after the owner stopped (turn %d)", time.Since(stopped).Seconds(), third.Turn)
+	if err := ms[owner].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	// The returning member finishes its call and tries to commit: refused.
+	select {
+	case err := <-slow:
+		if err == nil {
+			t.Error("the partitioned member's turn reported success after the session was taken over")
+		} else {
+			t.Logf("the partitioned member's turn ended with: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the partitioned member's turn never ended")
+	}
+	resp, err := http.Get(ms[other].http + "/v1/sessions/part")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sess struct {
+		ToolHistories []json.RawMessage `json:"tool_histories"`
+		Tools         []struct {
+			ToolCallID string `json:"tool_call_id"`
+			Status     string `json:"status"`
+		} `json:"tools"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&sess)
+	resp.Body.Close()
+	got := map[string]string{}
+	for _, m := range sess.Tools {
+		if _, dup := got[m.ToolCallID]; dup {
+			t.Errorf("call %s written twice: two writers", m.ToolCallID)
+		}
+		got[m.ToolCallID] = m.Status
+	}
+	want := map[string]string{"p1c1": "ok", "p2c1": "outcome_unknown", "p3c1": "ok"}
+	for id, st := range want {
+		if got[id] != st {
+			t.Errorf("%s = %q, want %q (all: %v)", id, got[id], st, got)
+		}
+	}
+}
