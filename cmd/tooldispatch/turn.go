@@ -71,10 +71,6 @@ type (
 			Parameters  json.RawMessage `json:"parameters"`
 		} `json:"function"`
 	}
-	wireContentPart struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
 )
 
 // envelopeFields are the fields an envelope may have.
@@ -92,7 +88,7 @@ func parseTurn(raw []byte, at int64) (*inputTurn, error) {
 		case errors.As(err, &se):
 			return nil, &inputError{Offset: at + max(se.Offset-1, 0), Err: fmt.Errorf("invalid JSON: %s", se.Error())}
 		case errors.As(err, &te):
-			return nil, &inputError{Offset: at, Err: fmt.Errorf("a turn must be a JSON object (an assistant message or an envelope), not %s", jsonKind(raw))}
+			return nil, &inputError{Offset: at, Err: fmt.Errorf("a turn must be a JSON object (an assistant message or an envelope), not %s", messages.JSONKind(raw))}
 		}
 		return nil, &inputError{Offset: at, Err: err}
 	}
@@ -185,25 +181,6 @@ func goTypeName(kind string) string {
 	return "a " + kind
 }
 
-// jsonKind names the kind of a valid JSON value.
-func jsonKind(raw []byte) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return "empty"
-	}
-	switch raw[0] {
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
-}
-
 // checkEnvelope checks the envelope fields the dispatcher would refuse.
 func checkEnvelope(t *inputTurn) error {
 	switch t.Approve {
@@ -242,7 +219,7 @@ func clientSpecs(tools []wireClientTool) ([]*messages.ToolSpec, error) {
 			}
 			spec.Parameters = b.String()
 		default:
-			return nil, fmt.Errorf("client_tools[%d].function.parameters must be a JSON Schema object, not %s", i, jsonKind(p))
+			return nil, fmt.Errorf("client_tools[%d].function.parameters must be a JSON Schema object, not %s", i, messages.JSONKind(p))
 		}
 		out = append(out, spec)
 	}
@@ -255,7 +232,7 @@ func assistantMessage(m *wireMessage, prefix string) (*messages.AssistantMessage
 	if m.Role != "" && m.Role != "assistant" {
 		return nil, fmt.Errorf("%srole is %q: a turn is an assistant message", prefix, m.Role)
 	}
-	content, err := contentText(m.Content)
+	content, err := messages.ContentText(m.Content)
 	if err != nil {
 		return nil, fmt.Errorf("%scontent %w", prefix, err)
 	}
@@ -267,7 +244,7 @@ func assistantMessage(m *wireMessage, prefix string) (*messages.AssistantMessage
 		}
 		if c.Function != nil {
 			tc.Function.Name = c.Function.Name
-			args, err := argumentsText(c.Function.Arguments)
+			args, err := messages.ArgumentsText(c.Function.Arguments)
 			if err != nil {
 				return nil, fmt.Errorf("%stool_calls[%d].function.arguments: %w", prefix, i, err)
 			}
@@ -276,53 +253,4 @@ func assistantMessage(m *wireMessage, prefix string) (*messages.AssistantMessage
 		out.ToolCalls = append(out.ToolCalls, tc)
 	}
 	return out, nil
-}
-
-// contentText accepts the content of an assistant message: a string, null,
-// or an array of content parts whose text parts are joined.
-func contentText(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	switch {
-	case len(raw) == 0 || string(raw) == "null":
-		return "", nil
-	case raw[0] == '"':
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
-	case raw[0] == '[':
-		var parts []wireContentPart
-		if err := json.Unmarshal(raw, &parts); err != nil {
-			return "", errors.New("must be a string, null or an array of content parts ({\"type\":\"text\",\"text\":…})")
-		}
-		var texts []string
-		for _, p := range parts {
-			if p.Type == "text" {
-				texts = append(texts, p.Text)
-			}
-		}
-		return strings.Join(texts, "\n"), nil
-	}
-	return "", fmt.Errorf("must be a string, null or an array of content parts, not %s", jsonKind(raw))
-}
-
-// argumentsText returns a call's arguments as the JSON text the dispatcher
-// takes: a JSON string as it is, an object re-encoded compactly (key order
-// and duplicate keys kept, so the dispatcher's strict parser sees them),
-// null or absent as "". Any other JSON value is handed on as its text: the
-// dispatcher refuses it for that call alone (invalid_args).
-func argumentsText(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	switch {
-	case len(raw) == 0 || string(raw) == "null":
-		return "", nil
-	case raw[0] == '"':
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
-	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return "", err
-	}
-	return b.String(), nil
 }

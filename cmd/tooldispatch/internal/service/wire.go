@@ -3,9 +3,7 @@ package service
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -57,10 +55,6 @@ type (
 		Description string          `json:"description"`
 		Parameters  json.RawMessage `json:"parameters"`
 		Strict      json.RawMessage `json:"strict"` // accepted and not used
-	}
-	wireContentPart struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
 	}
 
 	confirmRequest struct {
@@ -199,7 +193,7 @@ func assistantFromWire(m *wireMessage) (*messages.AssistantMessage, error) {
 	if m.Role != "" && m.Role != "assistant" {
 		return nil, fmt.Errorf("message.role is %q: a turn is an assistant message", m.Role)
 	}
-	content, err := contentText(m.Content)
+	content, err := messages.ContentText(m.Content)
 	if err != nil {
 		return nil, fmt.Errorf("message.content %w", err)
 	}
@@ -211,7 +205,7 @@ func assistantFromWire(m *wireMessage) (*messages.AssistantMessage, error) {
 		}
 		if c.Function != nil {
 			tc.Function.Name = c.Function.Name
-			args, err := argumentsText(c.Function.Arguments)
+			args, err := messages.ArgumentsText(c.Function.Arguments)
 			if err != nil {
 				return nil, fmt.Errorf("message.tool_calls[%d].function.arguments: %w", i, err)
 			}
@@ -220,54 +214,6 @@ func assistantFromWire(m *wireMessage) (*messages.AssistantMessage, error) {
 		out.ToolCalls = append(out.ToolCalls, tc)
 	}
 	return out, nil
-}
-
-// contentText accepts the content of an assistant message: a string, null,
-// or an array of content parts whose text parts are joined.
-func contentText(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	switch {
-	case len(raw) == 0 || string(raw) == "null":
-		return "", nil
-	case raw[0] == '"':
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
-	case raw[0] == '[':
-		var parts []wireContentPart
-		if err := json.Unmarshal(raw, &parts); err != nil {
-			return "", errors.New(`must be a string, null or an array of content parts ({"type":"text","text":…})`)
-		}
-		var texts []string
-		for _, p := range parts {
-			if p.Type == "text" {
-				texts = append(texts, p.Text)
-			}
-		}
-		return strings.Join(texts, "\n"), nil
-	}
-	return "", errors.New("must be a string, null or an array of content parts")
-}
-
-// argumentsText returns a call's arguments as the JSON text the dispatcher
-// takes: a JSON string as it is, any other value compacted (key order and
-// duplicate keys kept, so the dispatcher's strict parser sees them; a value
-// that is not an object is refused for that call alone), null as "".
-func argumentsText(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	switch {
-	case len(raw) == 0 || string(raw) == "null":
-		return "", nil
-	case raw[0] == '"':
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
-	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return "", err
-	}
-	return b.String(), nil
 }
 
 // clientSpecs converts client tools in the OpenAI function-tool shape.
