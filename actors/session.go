@@ -191,7 +191,11 @@ func (a *sessionActor) pump(ctx actor.Context) {
 		return
 	}
 	q := a.queue[0]
+	a.queue[0] = queued{} // the backing array must not keep the request alive
 	a.queue = a.queue[1:]
+	if len(a.queue) == 0 {
+		a.queue = nil
+	}
 	switch m := q.msg.(type) {
 	case *dispatchRequest:
 		cfg, session, commit, sender := a.cfg, a.session, a.commit, q.sender
