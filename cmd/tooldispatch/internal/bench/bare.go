@@ -37,6 +37,7 @@ func NewBare(reg *toolkit.Registry, store cachestore.Store, limit int) *Bare {
 type barePlan struct {
 	tool *toolkit.Tool
 	args toolkit.Args
+	key  string // de-duplication key
 	msg  *messages.ToolMessage
 }
 
@@ -79,8 +80,7 @@ func (b *Bare) Dispatch(ctx context.Context, t *messages.DispatchTurn) error {
 			continue
 		}
 		_ = args.Hash()
-		_ = toolkit.DedupKey(name, args)
-		plans[i].tool, plans[i].args = tool, args
+		plans[i].tool, plans[i].args, plans[i].key = tool, args, toolkit.DedupKey(name, args)
 	}
 	intent := &cachestore.Intent{Session: t.Session, Turn: turn, Run: t.Run, Assistant: t.Message,
 		Decided: map[int]*messages.ToolMessage{}, Names: names, IDs: ids}
@@ -123,12 +123,17 @@ func (b *Bare) Dispatch(ctx context.Context, t *messages.DispatchTurn) error {
 		i = j
 	}
 	msgs := make([]*messages.ToolMessage, len(plans))
+	var dedup []*cachestore.DedupEntry
 	for i := range plans {
 		msgs[i] = plans[i].msg
+		if plans[i].key != "" && msgs[i].Status == string(toolkit.StatusOK) {
+			// The same run-state write as the dispatcher's commit.
+			dedup = append(dedup, &cachestore.DedupEntry{Key: plans[i].key, Tool: msgs[i].Name, Content: msgs[i].Content})
+		}
 	}
 	err := b.store.CommitTurn(ctx, &cachestore.TurnCommit{Session: t.Session,
 		Record: &messages.TurnRecord{Turn: turn, Run: t.Run, Assistant: t.Message, ToolMessages: msgs,
-			TimeUnixNano: time.Now().UnixNano(), Provider: t.Provider}})
+			TimeUnixNano: time.Now().UnixNano(), Provider: t.Provider}, DedupPut: dedup})
 	if err != nil {
 		return err
 	}
