@@ -456,3 +456,41 @@ func TestCloseKillsProcessGroup(t *testing.T) {
 		t.Errorf("helper %d of the server survived Close", child)
 	}
 }
+
+// TestServerPausedMidCall SIGSTOPs a stdio server while it holds a call: the
+// call ends at its timeout (the server is told to cancel), the server is not
+// restarted for being slow, and once SIGCONTed it answers the next call.
+func TestServerPausedMidCall(t *testing.T) {
+	h := newHarness(t, []ServerConfig{{Name: "everything", Command: serverCommand(t, "server-everything", "stdio"),
+		Timeout: 500 * time.Millisecond, PingInterval: -time.Second}})
+	h.start()
+	up := next(t, "the first session", h.ev.up)
+	if err := syscall.Kill(up.pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	_, err := h.call(context.Background(), "mcp__everything__echo", `{"message":"are you there"}`)
+	elapsed := time.Since(began)
+	if err == nil {
+		t.Fatal("a call to a paused server succeeded")
+	}
+	if elapsed > 3*time.Second {
+		t.Errorf("the call to the paused server took %s; its timeout is 500ms", elapsed)
+	}
+	t.Logf("call to the paused server ended after %s: %v", elapsed.Round(time.Millisecond), err)
+	if err := syscall.Kill(up.pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	deadline := time.Now().Add(waitLimit)
+	for {
+		out, err = h.call(context.Background(), "mcp__everything__echo", `{"message":"back"}`)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil || !strings.Contains(out, "back") {
+		t.Fatalf("after SIGCONT: %q, %v", out, err)
+	}
+}
