@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -448,5 +449,91 @@ func TestClusterThroughput(t *testing.T) {
 			_ = m.cmd.Process.Kill()
 			_ = m.cmd.Wait()
 		}
+	}
+}
+
+// TestClusterConfirmFromAnotherMember starts a turn that needs a
+// confirmation on the member that owns its session, follows the session's
+// event stream on the other member, and approves the call there: the
+// tool_confirm event crosses members and so does the answer.
+func TestClusterConfirmFromAnotherMember(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts cluster members")
+	}
+	ws := t.TempDir()
+	ms, ports := startCluster(t, 2, ws)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	first, err := postTurn(ctx, ms[0].http, "conf", "", commandCall("warm", "true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := ownerOf(t, ports, 2, first.Member)
+	other := ms[1-owner]
+
+	// The other member's event stream for the session.
+	req, _ := http.NewRequestWithContext(ctx, "GET", other.http+"/v1/sessions/conf/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	confirms := make(chan map[string]any, 4)
+	go func() {
+		dec := bufio.NewScanner(resp.Body)
+		for dec.Scan() {
+			line := dec.Text()
+			if !strings.HasPrefix(line, "data: ") {
+				continue
+			}
+			var ev map[string]any
+			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev) == nil && ev["event"] == "tool_confirm" {
+				confirms <- ev
+			}
+		}
+	}()
+
+	// The turn goes to the owner and asks.
+	body, _ := json.Marshal(map[string]any{"run": "r", "provider": "claude-code", "auto_load_schemas": true, "approve": "ask",
+		"message": map[string]any{"role": "assistant", "tool_calls": []any{commandCall("needs-ok", "echo approved >> ran.log")}}})
+	done := make(chan *turnReply, 1)
+	go func() {
+		r, err := http.Post(ms[owner].http+"/v1/sessions/conf/turns", "application/json", bytes.NewReader(body))
+		if err != nil {
+			done <- &turnReply{Error: err.Error()}
+			return
+		}
+		defer r.Body.Close()
+		var tr turnReply
+		_ = json.NewDecoder(r.Body).Decode(&tr)
+		done <- &tr
+	}()
+	var ev map[string]any
+	select {
+	case ev = <-confirms:
+	case <-ctx.Done():
+		t.Fatalf("no tool_confirm reached the other member's stream\nowner log:\n%s", ms[owner].log)
+	}
+	hash, _ := ev["args_hash"].(string)
+	cb, _ := json.Marshal(map[string]any{"approve": true, "args_hash": hash})
+	cr, err := http.Post(other.http+"/v1/sessions/conf/confirm/needs-ok", "application/json", bytes.NewReader(cb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr.Body.Close()
+	if cr.StatusCode != 200 {
+		t.Fatalf("confirm on the other member: %d", cr.StatusCode)
+	}
+	select {
+	case tr := <-done:
+		if len(tr.Messages) != 1 || tr.Messages[0].Status != "ok" {
+			t.Fatalf("turn after a confirmation from the other member: %+v", tr)
+		}
+	case <-ctx.Done():
+		t.Fatal("the turn never ended")
+	}
+	if !strings.Contains(readFile(filepath.Join(ws, "ran.log")), "approved") {
+		t.Fatal("the approved call did not run")
 	}
 }
