@@ -41,6 +41,14 @@ func (a *callActor) Receive(ctx actor.Context) {
 	if !ok {
 		return
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			if !m.state.CompareAndSwap(callRunning, callReturned) {
+				abandonedRunning.Add(-1) // abandoned, and then it panicked
+			}
+			panic(r) // the pool, its supervisor, answers the call
+		}
+	}()
 	o := a.run(m.plan, m.closed)
 	if !m.state.CompareAndSwap(callRunning, callReturned) {
 		// The pool gave up on this call and reported it; its turn may be

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"github.com/asynkron/protoactor-go/actor"
+
 	"context"
 	"errors"
 
@@ -50,7 +52,8 @@ type sessionIdle struct{ received uint64 }
 
 // turnFinished tells the session its current turn is done.
 type turnFinished struct {
-	id uint64
+	id  uint64
+	pid *actor.PID // the turn actor: ids of turns sent as plain messages are 0
 	// failed: the commit did not happen; the session's cached state is stale.
 	failed bool
 }

@@ -104,8 +104,10 @@ type poolActor struct {
 	done     bool
 	writing  []*callPlan // the segment whose intent is being written
 
-	timer   *time.Timer // the watchdog; fires at timerAt
-	timerAt time.Time   // zero when the timer is not armed
+	timer *time.Timer // the watchdog; fires at timerAt
+	// graceTimers end the calls of a canceled turn that ignore it.
+	graceTimers []*time.Timer
+	timerAt     time.Time // zero when the timer is not armed
 }
 
 func newPoolActor(in *poolInput) *poolActor {
@@ -144,6 +146,9 @@ func (a *poolActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		if a.timer != nil {
 			a.timer.Stop()
+		}
+		for _, t := range a.graceTimers {
+			t.Stop()
 		}
 	}
 }
@@ -356,9 +361,9 @@ func (a *poolActor) cancelTurn(ctx actor.Context) {
 	for idx, r := range a.byIdx {
 		if !r.finished {
 			idx := idx
-			time.AfterFunc(a.in.cfg.CancelGrace, func() {
+			a.graceTimers = append(a.graceTimers, time.AfterFunc(a.in.cfg.CancelGrace, func() {
 				sys.Root.Send(self, &watchdogFired{idx: idx, status: toolkit.StatusCanceled})
-			})
+			}))
 		}
 	}
 	if a.inflight == 0 && a.writing == nil {

@@ -72,7 +72,8 @@ type sessionActor struct {
 	session string
 	// grain: the actor is a cluster grain of kind "session" (it learns its
 	// session from ClusterInit and stops itself when idle).
-	grain bool
+	grain       bool
+	passivating bool // a grain that is stopping: new requests go elsewhere
 
 	commit   *actor.PID
 	received uint64 // messages from the dispatcher
@@ -83,9 +84,12 @@ type sessionActor struct {
 
 type runningTurn struct {
 	id     uint64
-	pid    *actor.PID
+	pid    *actor.PID // nil for an end-run or client-result job
 	sender *actor.PID
-	done   bool // the turn replied to its requester
+	done   bool // the requester was answered
+	// For a job: which kind, and whether its requester wants a wire reply.
+	job  string
+	wire bool
 }
 
 func newSessionActor(cfg Config, session string) *sessionActor {
@@ -112,6 +116,10 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 		a.session, a.grain = m.Identity.Identity, true
 		a.startCommit(ctx)
 	case *messages.DispatchTurn:
+		if a.passivating {
+			ctx.Respond(&actor.DeadLetterResponse{Target: ctx.Self()})
+			return
+		}
 		a.queue = append(a.queue, queued{msg: &dispatchRequest{id: requestID(m.RequestId), turn: m}, sender: ctx.Sender(), wire: true})
 		a.pump(ctx)
 	case *messages.CancelTurn:
@@ -120,9 +128,17 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 		err := a.cfg.board.answer(a.session, m.CallId, toolkit.Answer{Text: m.Text, Declined: m.Declined})
 		ctx.Respond(&messages.Ack{Error: ackError(err)})
 	case *messages.ClientResult:
+		if a.passivating {
+			ctx.Respond(&actor.DeadLetterResponse{Target: ctx.Self()})
+			return
+		}
 		a.queue = append(a.queue, queued{msg: &clientResultRequest{session: a.session, callID: m.CallId, content: m.Content, isError: m.IsError}, sender: ctx.Sender(), wire: true})
 		a.pump(ctx)
 	case *messages.EndRun:
+		if a.passivating {
+			ctx.Respond(&actor.DeadLetterResponse{Target: ctx.Self()})
+			return
+		}
 		a.queue = append(a.queue, queued{msg: &endRunRequest{session: a.session, run: m.Run}, sender: ctx.Sender(), wire: true})
 		a.pump(ctx)
 	case *messages.ConfirmReply:
@@ -136,7 +152,7 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 		a.received++
 		a.cancel(ctx, m)
 	case *turnFinished:
-		if a.current != nil && a.current.id == m.id {
+		if a.current != nil && a.current.pid != nil && a.current.pid.Equal(m.pid) {
 			a.current = nil
 		}
 		if m.failed {
@@ -149,17 +165,52 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 	case *actor.ReceiveTimeout:
 		if a.current == nil && len(a.queue) == 0 {
 			if a.grain {
-				// Passivate: the cluster activates the grain again on the
-				// next request, and it reloads from the store.
-				ctx.Stop(ctx.Self())
+				// Passivate after whatever is already queued (a user
+				// message, unlike Stop, does not overtake them).
+				ctx.Send(ctx.Self(), &passivate{})
 				return
 			}
 			ctx.Send(ctx.Parent(), &sessionIdle{received: a.received})
 		}
+	case *passivate:
+		if a.current == nil && len(a.queue) == 0 && !a.passivating {
+			// The cluster activates the grain again on the next request,
+			// and it reloads from the store. Requests that arrive before
+			// the poison pill is handled get a dead-letter answer, which
+			// makes the requesting member ask the new activation.
+			a.passivating = true
+			ctx.Poison(ctx.Self())
+		}
 	case *actor.Stopping:
 		a.failQueued(ctx)
+		if a.current != nil && a.current.pid == nil && !a.current.done {
+			// An end-run or client result whose store call had not answered.
+			a.current.done = true
+			a.replyJob(ctx, a.current.sender, a.current.wire, a.current.job, ErrClosed)
+		}
 	}
 }
+
+// passivate asks a grain to stop if it is still idle.
+type passivate struct{}
+
+// replyJob answers an end-run or client-result request.
+func (a *sessionActor) replyJob(ctx actor.Context, sender *actor.PID, wire bool, job any, err error) {
+	switch {
+	case wire:
+		ctx.Send(sender, &messages.Ack{Error: ackError(err)})
+	case job == jobEndRun:
+		ctx.Send(sender, &endRunReply{err: err})
+	default:
+		ctx.Send(sender, &clientResultReply{err: err})
+	}
+}
+
+// Kinds of jobs a session runs between turns.
+const (
+	jobEndRun       = "end_run"
+	jobClientResult = "client_result"
+)
 
 // startCommit spawns the session's commit actor.
 func (a *sessionActor) startCommit(ctx actor.Context) {
@@ -204,36 +255,32 @@ func (a *sessionActor) pump(ctx actor.Context) {
 		}))
 		a.current = &runningTurn{id: m.id, pid: pid, sender: sender}
 	case *endRunRequest:
-		a.current = &runningTurn{}
-		sender := q.sender
-		wire := q.wire
+		job := &runningTurn{sender: q.sender, wire: q.wire, job: jobEndRun}
+		a.current = job
 		f := ctx.RequestFuture(a.commit, m, storeTimeout)
 		ctx.ReenterAfter(f, func(res any, err error) {
 			r, _ := res.(*endRunReply)
 			if r == nil {
 				r = &endRunReply{err: err}
 			}
-			if wire {
-				ctx.Send(sender, &messages.Ack{Error: ackError(r.err)})
-			} else {
-				ctx.Send(sender, r)
+			if !job.done {
+				job.done = true
+				a.replyJob(ctx, job.sender, job.wire, job.job, r.err)
 			}
 			ctx.Send(ctx.Self(), &endRunReply{})
 		})
 	case *clientResultRequest:
-		a.current = &runningTurn{}
-		sender := q.sender
-		wire := q.wire
+		job := &runningTurn{sender: q.sender, wire: q.wire, job: jobClientResult}
+		a.current = job
 		f := ctx.RequestFuture(a.commit, m, storeTimeout)
 		ctx.ReenterAfter(f, func(res any, err error) {
 			r, _ := res.(*clientResultReply)
 			if r == nil {
 				r = &clientResultReply{err: err}
 			}
-			if wire {
-				ctx.Send(sender, &messages.Ack{Error: ackError(r.err)})
-			} else {
-				ctx.Send(sender, r)
+			if !job.done {
+				job.done = true
+				a.replyJob(ctx, job.sender, job.wire, job.job, r.err)
 			}
 			ctx.Send(ctx.Self(), &endRunReply{})
 		})
@@ -265,10 +312,11 @@ func (a *sessionActor) failQueued(ctx actor.Context) {
 }
 
 // HandleFailure makes the session its children's supervisor. A commit actor
-// that panics is restarted: it holds only state it reloads from the store.
-// A turn actor that panics is stopped and its requester answered here, once,
-// with an infrastructure error; the intent it may have written resolves its
-// calls when the session's state is reloaded.
+// that panics is restarted (it holds only state it reloads from the store)
+// and the request it was handling is answered here, once. A turn actor that
+// panics is stopped; its Stopping handler answers its requester, once, and
+// the intent it may have written resolves its calls when the session's
+// state is reloaded.
 func (a *sessionActor) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason any, message any) {
 	if child.Equal(a.commit) {
 		a.cfg.Logger.Error().Str("session", a.session).Interface("reason", reason).Msg("commit actor failed; restarting it")
@@ -277,15 +325,9 @@ func (a *sessionActor) HandleFailure(sys *actor.ActorSystem, sup actor.Superviso
 		return
 	}
 	a.cfg.Logger.Error().Str("session", a.session).Interface("reason", reason).Msg("turn actor failed; stopping it")
+	// The turn's Stopping handler answers its requester, once, and tells
+	// the session the turn failed.
 	sup.StopChildren(child)
-	if a.current != nil && a.current.pid != nil && a.current.pid.Equal(child) && !a.current.done {
-		a.current.done = true
-		sys.Root.Send(a.current.sender, &messages.TurnResult{Session: a.session,
-			Error: "internal error in the turn; calls that may have started read outcome_unknown"})
-		if self, ok := sup.(actor.Context); ok {
-			sys.Root.Send(self.Self(), &turnFinished{id: a.current.id, failed: true})
-		}
-	}
 }
 
 // answerFailedStoreRequest answers, once, the request the commit actor was

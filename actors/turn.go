@@ -100,7 +100,7 @@ func (a *turnActor) Receive(ctx actor.Context) {
 			a.cancel()
 		}
 		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Turn: a.turn,
-			Error: "the dispatcher stopped during the turn; calls that may have started read outcome_unknown"}, true)
+			Error: "the turn was stopped (shutdown or an internal error); calls that may have started read outcome_unknown"}, true)
 	}
 }
 
@@ -306,7 +306,7 @@ func (a *turnActor) reply(ctx actor.Context, r *messages.TurnResult, failed bool
 		r.Member = ctx.ActorSystem().Address()
 	}
 	ctx.Send(a.replyTo, r)
-	ctx.Send(ctx.Parent(), &turnFinished{id: a.req.id, failed: failed})
+	ctx.Send(ctx.Parent(), &turnFinished{id: a.req.id, pid: ctx.Self(), failed: failed})
 	if a.cancel != nil {
 		a.cancel()
 	}
