@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +64,11 @@ func OpenBadger(opts BadgerOptions) (*Badger, error) {
 	where := opts.Dir
 	if opts.InMemory {
 		where = "memory"
+	}
+	if !opts.InMemory {
+		if err := removeEmptyMemtables(opts.Dir, opts.Logger); err != nil {
+			return nil, fmt.Errorf("opening badger store in %s: %w", where, err)
+		}
 	}
 	db, err := badger.Open(opts.badgerOptions())
 	if err != nil {
@@ -396,4 +404,33 @@ func (b *Badger) deletePrefix(ctx context.Context, prefix []byte) error {
 		}
 	}
 	return wb.Flush()
+}
+
+// removeEmptyMemtables deletes memtable files of zero bytes. Badger creates
+// a memtable file and then sizes it; a process killed between the two leaves
+// an empty file that Badger refuses to open ("while opening memtables …
+// Create a new file"). An empty memtable file holds no entry, so removing
+// it loses nothing.
+func removeEmptyMemtables(dir string, log zerolog.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() || filepath.Ext(e.Name()) != ".mem" {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || fi.Size() != 0 {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+		log.Warn().Str("file", e.Name()).Msg("removed an empty memtable file left by a crash")
+	}
+	return nil
 }
