@@ -75,11 +75,11 @@ func NewClusterMember(cfg Config, co ClusterOptions) (*Dispatcher, error) {
 	// member's relay; the relay hands them to its member's sink.
 	local := cfg.Events
 	members := new(atomic.Pointer[[]string])
-	self := ""
 	if local != nil {
 		cfg.Events = func(e *messages.Event) {
 			local(e)
 			if ms := members.Load(); ms != nil {
+				self := sys.Address()
 				for _, addr := range *ms {
 					if addr != self {
 						sys.Root.Send(actor.NewPID(addr, eventRelayName), e)
@@ -110,8 +110,8 @@ func NewClusterMember(cfg Config, co ClusterOptions) (*Dispatcher, error) {
 		sys.Shutdown()
 		return nil, fmt.Errorf("starting the event relay: %w", err)
 	}
-	c.StartMember()
-	self = sys.Address()
+	// Follow the membership from before the member starts, so the first
+	// topology is not missed, then seed it from the member list.
 	sub := sys.EventStream.Subscribe(func(evt any) {
 		if t, ok := evt.(*cluster.ClusterTopology); ok {
 			addrs := make([]string, 0, len(t.Members))
@@ -121,6 +121,14 @@ func NewClusterMember(cfg Config, co ClusterOptions) (*Dispatcher, error) {
 			members.Store(&addrs)
 		}
 	})
+	c.StartMember()
+	if members.Load() == nil {
+		var addrs []string
+		for _, m := range c.MemberList.Members().Members() {
+			addrs = append(addrs, m.Address())
+		}
+		members.CompareAndSwap(nil, &addrs)
+	}
 	d := &Dispatcher{root: sys.Root, cfg: cfg, cancels: map[uint64]func(){}, system: sys, cluster: c, members: members,
 		stopCluster: func() {
 			sys.EventStream.Unsubscribe(sub)
