@@ -129,59 +129,16 @@ func TestClusterMemberKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three cluster members")
 	}
-	pg := pgServer(t)
-	ports := freePorts(t, 9)
-	peers := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", ports[6], ports[7], ports[8])
 	ws := t.TempDir() // shared by the members: the side file of executions
-	var ms []*member
-	for i := 0; i < 3; i++ {
-		m := &member{http: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), log: &syncBuffer{}}
-		m.cmd = exec.Command(binary, "serve", "--workspace", ws, "--data", t.TempDir(),
-			"--addr", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--cluster", "it", "--cluster-addr", fmt.Sprintf("127.0.0.1:%d", ports[3+i]),
-			"--peers", peers, "--automanage-port", fmt.Sprint(ports[6+i]), "--postgres", pg, "--log-level", "warn")
-		m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
-		if err := m.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		ms = append(ms, m)
-	}
-	t.Cleanup(func() {
-		for _, m := range ms {
-			_ = m.cmd.Process.Kill()
-			_ = m.cmd.Wait()
-		}
-	})
+	ms, ports := startCluster(t, 3, ws)
 	ctx := context.Background()
-	// Wait until the cluster answers on every member.
 	deadline := time.Now().Add(60 * time.Second)
-	for i, m := range ms {
-		for {
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := postTurn(cctx, m.http, fmt.Sprintf("warm-%d", i), "", commandCall("w", "true"))
-			cancel()
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("member %d never served a turn: %v\n%s", i, err, m.log)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
 	// Find the owner of the busy session.
 	first, err := postTurn(ctx, ms[0].http, "busy", "t1", commandCall("t1c1", "echo t1c1 >> ran.log"))
 	if err != nil || first.Member == "" {
 		t.Fatalf("first turn: %+v %v", first, err)
 	}
-	owner := -1
-	for i := range ms {
-		if strings.HasSuffix(first.Member, fmt.Sprintf(":%d", ports[3+i])) {
-			owner = i
-		}
-	}
-	if owner < 0 {
-		t.Fatalf("owner %q is none of the members", first.Member)
-	}
+	owner := ownerOf(t, ports, 3, first.Member)
 	entry := (owner + 1) % 3 // a survivor takes the requests
 	// A slow turn on the owner; kill it while the call runs.
 	go func() {
