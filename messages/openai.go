@@ -82,3 +82,97 @@ func JSONKind(raw []byte) string {
 	}
 	return "a number"
 }
+
+// OpenAIToolCall is one tool call of an assistant message as a caller
+// sends it.
+type OpenAIToolCall struct {
+	// Index is accepted and not used (it numbers streamed deltas).
+	Index    json.RawMessage `json:"index,omitempty"`
+	ID       string          `json:"id"`
+	Type     string          `json:"type"`
+	Function *OpenAIFunction `json:"function"`
+}
+
+// OpenAIFunction is the function part of an OpenAIToolCall; Arguments is
+// a JSON string or, leniently, the object itself.
+type OpenAIFunction struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// OpenAIFunctionTool declares a client tool in the OpenAI function-tool
+// shape.
+type OpenAIFunctionTool struct {
+	Type     string              `json:"type"`
+	Function *OpenAIFunctionSpec `json:"function"`
+}
+
+// OpenAIFunctionSpec is the function part of an OpenAIFunctionTool.
+type OpenAIFunctionSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	// Strict is accepted and not used.
+	Strict json.RawMessage `json:"strict,omitempty"`
+}
+
+// AssistantFromOpenAI builds an AssistantMessage from its OpenAI parts;
+// prefix names where the message sits in the request, for error messages
+// (e.g. "message.").
+func AssistantFromOpenAI(role string, content json.RawMessage, calls []OpenAIToolCall, prefix string) (*AssistantMessage, error) {
+	if role != "" && role != "assistant" {
+		return nil, fmt.Errorf("%srole is %q: a turn is an assistant message", prefix, role)
+	}
+	text, err := ContentText(content)
+	if err != nil {
+		return nil, fmt.Errorf("%scontent %w", prefix, err)
+	}
+	out := &AssistantMessage{Role: "assistant", Content: text}
+	for i, c := range calls {
+		tc := &ToolCall{Id: c.ID, Type: c.Type, Function: &FunctionCall{}}
+		if tc.Type == "" {
+			tc.Type = "function"
+		}
+		if c.Function != nil {
+			tc.Function.Name = c.Function.Name
+			args, err := ArgumentsText(c.Function.Arguments)
+			if err != nil {
+				return nil, fmt.Errorf("%stool_calls[%d].function.arguments: %w", prefix, i, err)
+			}
+			tc.Function.Arguments = args
+		}
+		out.ToolCalls = append(out.ToolCalls, tc)
+	}
+	return out, nil
+}
+
+// ToolSpecsFromOpenAI converts client tools declared in the OpenAI
+// function-tool shape.
+func ToolSpecsFromOpenAI(tools []OpenAIFunctionTool) ([]*ToolSpec, error) {
+	out := make([]*ToolSpec, 0, len(tools))
+	for i, ct := range tools {
+		if ct.Type != "" && ct.Type != "function" {
+			return nil, fmt.Errorf("client_tools[%d].type must be \"function\", not %q", i, ct.Type)
+		}
+		if ct.Function == nil {
+			return nil, fmt.Errorf(`client_tools[%d] has no function: the shape is {"type":"function","function":{"name","description","parameters"}}`, i)
+		}
+		if ct.Function.Name == "" {
+			return nil, fmt.Errorf("client_tools[%d].function.name is empty", i)
+		}
+		spec := &ToolSpec{Name: ct.Function.Name, Description: ct.Function.Description}
+		switch p := bytes.TrimSpace(ct.Function.Parameters); {
+		case len(p) == 0 || string(p) == "null":
+		case p[0] == '{':
+			var b bytes.Buffer
+			if err := json.Compact(&b, p); err != nil {
+				return nil, fmt.Errorf("client_tools[%d].function.parameters: %w", i, err)
+			}
+			spec.Parameters = b.String()
+		default:
+			return nil, fmt.Errorf("client_tools[%d].function.parameters must be a JSON Schema object, not %s", i, JSONKind(p))
+		}
+		out = append(out, spec)
+	}
+	return out, nil
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,21 +37,21 @@ type inputTurn struct {
 // Wire shapes of run input.
 type (
 	wireEnvelope struct {
-		Session         string           `json:"session"`
-		Run             string           `json:"run"`
-		Provider        string           `json:"provider"`
-		ClientTools     []wireClientTool `json:"client_tools"`
-		Message         *wireMessage     `json:"message"`
-		TurnID          string           `json:"turn_id"`
-		Approve         string           `json:"approve"`
-		Exclude         []string         `json:"exclude"`
-		AutoLoadSchemas bool             `json:"auto_load_schemas"`
-		Chaos           json.RawMessage  `json:"chaos"`
+		Session         string                        `json:"session"`
+		Run             string                        `json:"run"`
+		Provider        string                        `json:"provider"`
+		ClientTools     []messages.OpenAIFunctionTool `json:"client_tools"`
+		Message         *wireMessage                  `json:"message"`
+		TurnID          string                        `json:"turn_id"`
+		Approve         string                        `json:"approve"`
+		Exclude         []string                      `json:"exclude"`
+		AutoLoadSchemas bool                          `json:"auto_load_schemas"`
+		Chaos           json.RawMessage               `json:"chaos"`
 	}
 	wireMessage struct {
-		Role      string          `json:"role"`
-		Content   json.RawMessage `json:"content"`
-		ToolCalls []wireToolCall  `json:"tool_calls"`
+		Role      string                    `json:"role"`
+		Content   json.RawMessage           `json:"content"`
+		ToolCalls []messages.OpenAIToolCall `json:"tool_calls"`
 	}
 	wireToolCall struct {
 		ID       string        `json:"id"`
@@ -120,7 +119,7 @@ func parseTurn(raw []byte, at int64) (*inputTurn, error) {
 		_, t.HasExclude = keys["exclude"]
 		t.Exclude = env.Exclude
 		if _, t.HasClientTools = keys["client_tools"]; t.HasClientTools {
-			specs, err := clientSpecs(env.ClientTools)
+			specs, err := messages.ToolSpecsFromOpenAI(env.ClientTools)
 			if err != nil {
 				return nil, &inputError{Offset: at, Err: err}
 			}
@@ -196,61 +195,8 @@ func checkEnvelope(t *inputTurn) error {
 	return nil
 }
 
-// clientSpecs converts client tools in the OpenAI function-tool shape.
-func clientSpecs(tools []wireClientTool) ([]*messages.ToolSpec, error) {
-	out := make([]*messages.ToolSpec, 0, len(tools))
-	for i, ct := range tools {
-		if ct.Type != "" && ct.Type != "function" {
-			return nil, fmt.Errorf("client_tools[%d].type must be \"function\", not %q", i, ct.Type)
-		}
-		if ct.Function == nil {
-			return nil, fmt.Errorf("client_tools[%d] has no function: the shape is {\"type\":\"function\",\"function\":{\"name\",\"description\",\"parameters\"}}", i)
-		}
-		if ct.Function.Name == "" {
-			return nil, fmt.Errorf("client_tools[%d].function.name is empty", i)
-		}
-		spec := &messages.ToolSpec{Name: ct.Function.Name, Description: ct.Function.Description}
-		switch p := bytes.TrimSpace(ct.Function.Parameters); {
-		case len(p) == 0 || string(p) == "null":
-		case p[0] == '{':
-			var b bytes.Buffer
-			if err := json.Compact(&b, p); err != nil {
-				return nil, fmt.Errorf("client_tools[%d].function.parameters: %w", i, err)
-			}
-			spec.Parameters = b.String()
-		default:
-			return nil, fmt.Errorf("client_tools[%d].function.parameters must be a JSON Schema object, not %s", i, messages.JSONKind(p))
-		}
-		out = append(out, spec)
-	}
-	return out, nil
-}
-
 // assistantMessage converts a decoded message; prefix names where it sits
 // in the turn, for error messages.
 func assistantMessage(m *wireMessage, prefix string) (*messages.AssistantMessage, error) {
-	if m.Role != "" && m.Role != "assistant" {
-		return nil, fmt.Errorf("%srole is %q: a turn is an assistant message", prefix, m.Role)
-	}
-	content, err := messages.ContentText(m.Content)
-	if err != nil {
-		return nil, fmt.Errorf("%scontent %w", prefix, err)
-	}
-	out := &messages.AssistantMessage{Role: "assistant", Content: content}
-	for i, c := range m.ToolCalls {
-		tc := &messages.ToolCall{Id: c.ID, Type: c.Type, Function: &messages.FunctionCall{}}
-		if tc.Type == "" {
-			tc.Type = "function"
-		}
-		if c.Function != nil {
-			tc.Function.Name = c.Function.Name
-			args, err := messages.ArgumentsText(c.Function.Arguments)
-			if err != nil {
-				return nil, fmt.Errorf("%stool_calls[%d].function.arguments: %w", prefix, i, err)
-			}
-			tc.Function.Arguments = args
-		}
-		out.ToolCalls = append(out.ToolCalls, tc)
-	}
-	return out, nil
+	return messages.AssistantFromOpenAI(m.Role, m.Content, m.ToolCalls, prefix)
 }

@@ -183,13 +183,13 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*messages.Di
 	default:
 		return bad("approve must be \"ask\", \"all\" or \"none\", not %q", clip(req.Approve, 40))
 	}
-	msg, err := assistantFromWire(req.Message)
+	msg, err := messages.AssistantFromOpenAI(req.Message.Role, req.Message.Content, req.Message.ToolCalls, "message.")
 	if err != nil {
 		return bad("%s", err.Error())
 	}
 	var specs []*messages.ToolSpec
 	if req.ClientTools != nil {
-		if specs, err = clientSpecs(*req.ClientTools); err != nil {
+		if specs, err = messages.ToolSpecsFromOpenAI(*req.ClientTools); err != nil {
 			return bad("%s", err.Error())
 		}
 	}

@@ -1,9 +1,7 @@
 package service
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -14,20 +12,20 @@ import (
 // use for, so a model's reply can be posted as it came.
 type (
 	turnRequest struct {
-		Run             string            `json:"run"`
-		Provider        string            `json:"provider"`
-		Message         *wireMessage      `json:"message"`
-		ClientTools     *[]wireClientTool `json:"client_tools"`
-		TurnID          string            `json:"turn_id"`
-		Approve         string            `json:"approve"`
-		Exclude         *[]string         `json:"exclude"`
-		AutoLoadSchemas bool              `json:"auto_load_schemas"`
-		Chaos           json.RawMessage   `json:"chaos"`
+		Run             string                         `json:"run"`
+		Provider        string                         `json:"provider"`
+		Message         *wireMessage                   `json:"message"`
+		ClientTools     *[]messages.OpenAIFunctionTool `json:"client_tools"`
+		TurnID          string                         `json:"turn_id"`
+		Approve         string                         `json:"approve"`
+		Exclude         *[]string                      `json:"exclude"`
+		AutoLoadSchemas bool                           `json:"auto_load_schemas"`
+		Chaos           json.RawMessage                `json:"chaos"`
 	}
 	wireMessage struct {
-		Role      string          `json:"role"`
-		Content   json.RawMessage `json:"content"`
-		ToolCalls []wireToolCall  `json:"tool_calls"`
+		Role      string                    `json:"role"`
+		Content   json.RawMessage           `json:"content"`
+		ToolCalls []messages.OpenAIToolCall `json:"tool_calls"`
 		// Accepted and not used.
 		Name             json.RawMessage `json:"name"`
 		Refusal          json.RawMessage `json:"refusal"`
@@ -35,26 +33,6 @@ type (
 		Audio            json.RawMessage `json:"audio"`
 		FunctionCall     json.RawMessage `json:"function_call"`
 		ReasoningContent json.RawMessage `json:"reasoning_content"`
-	}
-	wireToolCall struct {
-		Index    json.RawMessage `json:"index"` // accepted and not used
-		ID       string          `json:"id"`
-		Type     string          `json:"type"`
-		Function *wireFunction   `json:"function"`
-	}
-	wireFunction struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}
-	wireClientTool struct {
-		Type     string            `json:"type"`
-		Function *wireFunctionSpec `json:"function"`
-	}
-	wireFunctionSpec struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-		Strict      json.RawMessage `json:"strict"` // accepted and not used
 	}
 
 	confirmRequest struct {
@@ -186,62 +164,4 @@ func eventJSON(ev *messages.Event) eventData {
 		d.Time = time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
 	}
 	return d
-}
-
-// assistantFromWire converts a decoded assistant message.
-func assistantFromWire(m *wireMessage) (*messages.AssistantMessage, error) {
-	if m.Role != "" && m.Role != "assistant" {
-		return nil, fmt.Errorf("message.role is %q: a turn is an assistant message", m.Role)
-	}
-	content, err := messages.ContentText(m.Content)
-	if err != nil {
-		return nil, fmt.Errorf("message.content %w", err)
-	}
-	out := &messages.AssistantMessage{Role: "assistant", Content: content}
-	for i, c := range m.ToolCalls {
-		tc := &messages.ToolCall{Id: c.ID, Type: c.Type, Function: &messages.FunctionCall{}}
-		if tc.Type == "" {
-			tc.Type = "function"
-		}
-		if c.Function != nil {
-			tc.Function.Name = c.Function.Name
-			args, err := messages.ArgumentsText(c.Function.Arguments)
-			if err != nil {
-				return nil, fmt.Errorf("message.tool_calls[%d].function.arguments: %w", i, err)
-			}
-			tc.Function.Arguments = args
-		}
-		out.ToolCalls = append(out.ToolCalls, tc)
-	}
-	return out, nil
-}
-
-// clientSpecs converts client tools in the OpenAI function-tool shape.
-func clientSpecs(tools []wireClientTool) ([]*messages.ToolSpec, error) {
-	out := make([]*messages.ToolSpec, 0, len(tools))
-	for i, ct := range tools {
-		if ct.Type != "" && ct.Type != "function" {
-			return nil, fmt.Errorf("client_tools[%d].type must be \"function\", not %q", i, ct.Type)
-		}
-		if ct.Function == nil {
-			return nil, fmt.Errorf(`client_tools[%d] has no function: the shape is {"type":"function","function":{"name","description","parameters"}}`, i)
-		}
-		if ct.Function.Name == "" {
-			return nil, fmt.Errorf("client_tools[%d].function.name is empty", i)
-		}
-		spec := &messages.ToolSpec{Name: ct.Function.Name, Description: ct.Function.Description}
-		switch p := bytes.TrimSpace(ct.Function.Parameters); {
-		case len(p) == 0 || string(p) == "null":
-		case p[0] == '{':
-			var b bytes.Buffer
-			if err := json.Compact(&b, p); err != nil {
-				return nil, fmt.Errorf("client_tools[%d].function.parameters: %w", i, err)
-			}
-			spec.Parameters = b.String()
-		default:
-			return nil, fmt.Errorf("client_tools[%d].function.parameters must be a JSON Schema object", i)
-		}
-		out = append(out, spec)
-	}
-	return out, nil
 }
