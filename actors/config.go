@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -34,6 +35,27 @@ const (
 	ApproveAll  = "all"
 	ApproveNone = "none"
 )
+
+// LowerApproval returns the narrower of two approval policies: none is
+// narrower than ask, ask than all; "" counts as none. The operator's policy
+// is a ceiling (SPEC §16): a turn's approve goes through
+// LowerApproval(turn, ceiling).
+func LowerApproval(a, b string) string {
+	if approvalRank(a) <= approvalRank(b) {
+		return a
+	}
+	return b
+}
+
+func approvalRank(a string) int {
+	switch a {
+	case ApproveAll:
+		return 2
+	case ApproveAsk:
+		return 1
+	}
+	return 0
+}
 
 // Config configures a dispatcher. Registry and Store are required.
 type Config struct {
@@ -76,6 +98,14 @@ type Config struct {
 	// failed call's text before its next: line. It runs on the call's actor.
 	PastFixes func(ctx context.Context, tool, errText string) []string
 
+	// MaxApprove is the most any turn gets (SPEC §16): a turn's approve is
+	// lowered to it, never the other way. Default (""): ApproveAll, the
+	// turn decides.
+	MaxApprove string
+	// Exclude lists tools no turn may call, whatever the turn's own
+	// exclude list says; they are unknown_tool to every turn.
+	Exclude []string
+
 	// Chaos is the chaos-mode policy of runs whose turns bring none; nil
 	// (the default) injects nothing.
 	Chaos *chaos.Policy
@@ -96,10 +126,21 @@ func (c *Config) Validate() error {
 		return errors.New("actors: Config.Store is required")
 	case c.MaxConcurrency < 0:
 		return errors.New("actors: Config.MaxConcurrency must not be negative")
+	case c.MaxApprove != "" && c.MaxApprove != ApproveAll && c.MaxApprove != ApproveAsk && c.MaxApprove != ApproveNone:
+		return errors.New("actors: Config.MaxApprove must be ask, all or none")
 	case c.ConfirmTimeout < 0, c.SessionIdle < 0, c.CancelGrace < 0, c.WatchdogGrace < 0:
 		return errors.New("actors: Config durations must not be negative")
 	}
 	return nil
+}
+
+// exclude returns the tools a turn that excludes turnExclude may not call:
+// the operator's and the turn's.
+func (c *Config) exclude(turnExclude []string) []string {
+	if len(c.Exclude) == 0 {
+		return turnExclude
+	}
+	return append(slices.Clip(c.Exclude), turnExclude...)
 }
 
 func (c Config) withDefaults() Config {
@@ -117,6 +158,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WatchdogGrace == 0 {
 		c.WatchdogGrace = defaultWatchdogGrace
+	}
+	if c.MaxApprove == "" {
+		c.MaxApprove = ApproveAll
 	}
 	if c.MaxCallsPerTurn == 0 {
 		c.MaxCallsPerTurn = defaultMaxCalls

@@ -93,7 +93,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t *messages.DispatchTurn) (*m
 		for _, s := range t.ClientTools {
 			client = append(client, toolkit.ClientToolFromSpec(s.GetName(), s.GetDescription(), s.GetParameters()))
 		}
-		if _, err := toolkit.NewView(d.cfg.Registry, t.Provider, client, t.Exclude); err != nil {
+		if _, err := toolkit.NewView(d.cfg.Registry, t.Provider, client, d.cfg.exclude(t.Exclude)); err != nil {
 			return nil, fmt.Errorf("%w: client_tools: %v", ErrBadRequest, err)
 		}
 	}

@@ -116,7 +116,7 @@ func (a *turnActor) start(ctx actor.Context) {
 	for _, s := range a.req.turn.ClientTools {
 		client = append(client, toolkit.ClientToolFromSpec(s.GetName(), s.GetDescription(), s.GetParameters()))
 	}
-	view, err := toolkit.NewView(a.cfg.Registry, a.provider, client, a.req.turn.Exclude)
+	view, err := toolkit.NewView(a.cfg.Registry, a.provider, client, a.cfg.exclude(a.req.turn.Exclude))
 	if err != nil {
 		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Error: "bad client_tools: " + err.Error()}, false)
 		return
@@ -148,7 +148,7 @@ func (a *turnActor) startPreflight(ctx actor.Context) {
 	}
 	in := &preflightInput{
 		cfg: a.cfg, view: a.view, runState: a.runState, em: a.em, provider: a.provider, run: a.run, turn: a.turn, chaos: policy,
-		calls: a.req.turn.Message.GetToolCalls(), approve: a.req.turn.Approve,
+		calls: a.req.turn.Message.GetToolCalls(), approve: LowerApproval(a.req.turn.Approve, a.cfg.MaxApprove),
 		autoLoad: a.req.turn.AutoLoadSchemas, turnCtx: a.ctx,
 	}
 	a.preflight = ctx.Spawn(coordinatorProps(func() actor.Actor { return newPreflightActor(in) }))

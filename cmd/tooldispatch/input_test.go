@@ -102,7 +102,7 @@ func TestReadTurns(t *testing.T) {
 				`"message":` + msgB + `}`,
 			want: []*inputTurn{{
 				Index: 1, Offset: 0, Session: "s1", Run: "r1", Provider: "claude-code", TurnID: "t1", Approve: "all",
-				Exclude: []string{"run_command"}, HasExclude: true, AutoLoadSchemas: true,
+				Exclude: []string{"run_command"}, HasExclude: true, AutoLoadSchemas: true, HasAutoLoadSchemas: true,
 				ClientTools:    []*messages.ToolSpec{{Name: "lookup", Description: "Look up.", Parameters: `{"type":"object","properties":{}}`}},
 				HasClientTools: true,
 				Message:        turnB,

@@ -321,8 +321,11 @@ func (r *runner) request(t *inputTurn) (*messages.DispatchTurn, error) {
 		Provider:        cmp.Or(t.Provider, r.o.provider),
 		Message:         t.Message,
 		TurnId:          t.TurnID,
-		AutoLoadSchemas: t.AutoLoadSchemas,
+		AutoLoadSchemas: r.stack.cfg.Dispatcher.AutoLoadSchemas,
 		Chaos:           t.Chaos,
+	}
+	if t.HasAutoLoadSchemas {
+		dt.AutoLoadSchemas = t.AutoLoadSchemas
 	}
 	key := runKey{dt.Session, dt.Run}
 	decl := r.decls[key]
@@ -346,11 +349,13 @@ func (r *runner) request(t *inputTurn) (*messages.DispatchTurn, error) {
 	r.decls[key] = decl
 	dt.ClientTools, dt.Exclude = decl.clientTools, decl.exclude
 
-	dt.Approve = cmp.Or(t.Approve, r.approve)
+	// --approve (ask when absent) is a ceiling (SPEC §16): a turn may
+	// lower it, never raise it; a turn that says nothing gets r.approve.
+	dt.Approve = actors.LowerApproval(cmp.Or(t.Approve, r.approve), cmp.Or(r.o.approve, actors.ApproveAsk))
 	if dt.Approve == actors.ApproveAsk {
 		who := "--approve ask"
 		if t.Approve != "" {
-			who = fmt.Sprintf("turn %d asks for approve \"ask\"", t.Index)
+			who = fmt.Sprintf("turn %d asks for approve %q", t.Index, t.Approve)
 		}
 		dt.Approve = r.askOrNone(who)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"slices"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/toolkit"
@@ -58,6 +59,9 @@ func (e *env) cmdTools(args []string) error {
 		return failf(exitFailure, "%v", err)
 	}
 	defer ts.close()
+	if err := checkExclude(reg, cfg.Dispatcher.Exclude, log); err != nil {
+		return failf(exitUsage, "%v", err)
+	}
 
 	if o.all {
 		all := reg.All()
@@ -65,6 +69,9 @@ func (e *env) cmdTools(args []string) error {
 			Tools []toolInfo `json:"tools"`
 		}{Tools: make([]toolInfo, 0, len(all))}
 		for _, t := range all {
+			if slices.Contains(cfg.Dispatcher.Exclude, t.Name) {
+				continue
+			}
 			out.Tools = append(out.Tools, toolInfo{
 				Name: t.Name, Description: t.Description, Parameters: t.Schema,
 				Concurrent: t.Concurrent, ReadOnly: t.ReadOnlyLabel(),
@@ -73,7 +80,7 @@ func (e *env) cmdTools(args []string) error {
 		}
 		return writeOut(writeJSON(e.stdout, out))
 	}
-	view, err := toolkit.NewView(reg, o.provider, nil, nil)
+	view, err := toolkit.NewView(reg, o.provider, nil, cfg.Dispatcher.Exclude)
 	if err != nil {
 		return failf(exitFailure, "building the tools view: %v", err)
 	}

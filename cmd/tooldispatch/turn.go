@@ -23,11 +23,14 @@ type inputTurn struct {
 	Session, Run, Provider, TurnID, Approve string
 	// ClientTools and Exclude are declarations for the run; HasClientTools
 	// and HasExclude tell an absent field from an empty list.
-	ClientTools     []*messages.ToolSpec
-	HasClientTools  bool
-	Exclude         []string
-	HasExclude      bool
-	AutoLoadSchemas bool
+	ClientTools    []*messages.ToolSpec
+	HasClientTools bool
+	Exclude        []string
+	HasExclude     bool
+	// AutoLoadSchemas is the envelope's auto_load_schemas, when
+	// HasAutoLoadSchemas.
+	AutoLoadSchemas    bool
+	HasAutoLoadSchemas bool
 	// Chaos is the turn's chaos policy as JSON, "" when none.
 	Chaos string
 
@@ -110,6 +113,7 @@ func parseTurn(raw []byte, at int64) (*inputTurn, error) {
 		}
 		t.Session, t.Run, t.Provider, t.TurnID, t.Approve = env.Session, env.Run, env.Provider, env.TurnID, env.Approve
 		t.AutoLoadSchemas = env.AutoLoadSchemas
+		_, t.HasAutoLoadSchemas = keys["auto_load_schemas"]
 		if len(env.Chaos) > 0 && string(env.Chaos) != "null" {
 			if _, err := chaos.Parse(string(env.Chaos)); err != nil {
 				return nil, &inputError{Offset: at, Err: err}

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -108,6 +111,9 @@ func registerTools(reg *toolkit.Registry, ws *builtin.Workspace, store cachestor
 		}
 	}
 	reg.Register(interact.TestTool(reg, func(name string) (*toolkit.Tool, *interact.Example, bool) {
+		if slices.Contains(cfg.Dispatcher.Exclude, name) {
+			return nil, nil, false // the operator excluded it: no way to run it
+		}
 		t, ok := reg.Lookup(name)
 		return t, examples[name], ok
 	}))
@@ -152,6 +158,7 @@ type stack struct {
 	store   cachestore.Store
 	reg     *toolkit.Registry
 	tools   *toolset
+	cfg     *fileConfig
 	disp    *actors.Dispatcher
 	metrics *service.Metrics // serve only
 }
@@ -195,26 +202,20 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 		s.close(log)
 		return nil, failf(exitFailure, "%v", err)
 	}
-	maxConc := o.maxConcurrency
-	if maxConc == 0 {
-		maxConc = cfg.Dispatcher.MaxConcurrency
+	if err := checkExclude(s.reg, cfg.Dispatcher.Exclude, log); err != nil {
+		s.close(log)
+		return nil, failf(exitUsage, "%v", err)
 	}
-	confirmTimeout := o.confirmTimeout
-	if confirmTimeout == 0 {
-		confirmTimeout = cfg.Dispatcher.ConfirmTimeout.Duration
-	}
-	acfg := actors.Config{
-		Observer:       observer,
-		Registry:       s.reg,
-		Store:          store,
-		Logger:         log,
-		MaxConcurrency: maxConc,
-		Events:         events,
-		ConfirmTimeout: confirmTimeout,
-		Redact:         s.tools.secrets.Redactor().Redact,
-		PastFixes:      s.tools.memory.PastFixes,
-		Chaos:          policy,
-	}
+	s.cfg = cfg
+	acfg := dispatcherSettings(o, cfg)
+	acfg.Observer = observer
+	acfg.Registry = s.reg
+	acfg.Store = store
+	acfg.Logger = log
+	acfg.Events = events
+	acfg.Redact = s.tools.secrets.Redactor().Redact
+	acfg.PastFixes = s.tools.memory.PastFixes
+	acfg.Chaos = policy
 	if o.clusterName != "" {
 		co, err := clusterOptions(o)
 		if err != nil {
@@ -236,6 +237,45 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 		return nil, failf(exitFailure, "starting the dispatcher: %v", err)
 	}
 	return s, nil
+}
+
+// dispatcherSettings returns the dispatcher settings the flags and the
+// configuration file decide: a flag wins over the file's [dispatcher] key.
+// --approve is the most any turn gets (SPEC §16); when absent, ask (run
+// lowers it further to none when no terminal can be asked on).
+func dispatcherSettings(o *options, cfg *fileConfig) actors.Config {
+	c := actors.Config{
+		MaxConcurrency: cmp.Or(o.maxConcurrency, cfg.Dispatcher.MaxConcurrency),
+		ConfirmTimeout: cmp.Or(o.confirmTimeout, cfg.Dispatcher.ConfirmTimeout.Duration),
+		MaxApprove:     cmp.Or(o.approve, actors.ApproveAsk),
+		Exclude:        slices.Clone(cfg.Dispatcher.Exclude),
+	}
+	return c
+}
+
+// checkExclude refuses a [dispatcher] exclude name that is no registered
+// tool: a misspelt name would exclude nothing. MCP tools may appear after
+// start-up, so an unknown mcp__ name is only warned about.
+func checkExclude(reg *toolkit.Registry, exclude []string, log zerolog.Logger) error {
+	for _, name := range exclude {
+		if _, ok := reg.Lookup(name); ok {
+			continue
+		}
+		if strings.HasPrefix(name, "mcp__") {
+			log.Warn().Str("tool", name).Msg("dispatcher.exclude names a tool no MCP server offers yet")
+			continue
+		}
+		var names []string
+		for _, t := range reg.All() {
+			names = append(names, t.Name)
+		}
+		msg := fmt.Sprintf("dispatcher.exclude: no tool is named %q", name)
+		if near := toolkit.Closest(name, names, 3); len(near) > 0 {
+			msg += "; did you mean " + strings.Join(near, ", ") + "?"
+		}
+		return errors.New(msg)
+	}
+	return nil
 }
 
 // close stops the dispatcher (waiting up to closeGrace for running turns),

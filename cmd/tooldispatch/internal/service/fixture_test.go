@@ -3,6 +3,7 @@ package service
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -35,6 +36,11 @@ type fixtureOpts struct {
 	watchdogGrace time.Duration
 	brokerOpts    BrokerOptions
 	tools         []toolkit.Tool // registered besides the built-in tools
+	// The operator's policy (Options.Approve, Exclude, AutoLoadSchemas);
+	// approve defaults to all, so a body's approve decides.
+	approve  string
+	exclude  []string
+	autoLoad bool
 }
 
 // fixture is a whole service on a loopback port: real built-in tools in a
@@ -98,6 +104,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	if f.srv, err = New(Options{
 		Dispatcher: f.disp, Registry: f.reg, Store: f.store, Broker: f.broker, Metrics: f.metrics,
 		Token: o.token, AllowOrigins: o.allowOrigins, MaxBodyBytes: o.maxBody, Replies: o.replies,
+		Approve: cmp.Or(o.approve, actors.ApproveAll), Exclude: o.exclude, AutoLoadSchemas: o.autoLoad,
 	}); err != nil {
 		f.close()
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/actors"
@@ -177,11 +178,17 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*messages.Di
 	case req.Message == nil:
 		return bad("message is required: the assistant message whose tool_calls to run")
 	}
-	approve := cmp.Or(req.Approve, actors.ApproveAsk)
-	switch approve {
-	case actors.ApproveAsk, actors.ApproveAll, actors.ApproveNone:
+	switch req.Approve {
+	case "", actors.ApproveAsk, actors.ApproveAll, actors.ApproveNone:
 	default:
 		return bad("approve must be \"ask\", \"all\" or \"none\", not %q", clip(req.Approve, 40))
+	}
+	// The operator's --approve is a ceiling: a body may lower it, never
+	// raise it, and a body that says nothing gets it.
+	approve := actors.LowerApproval(cmp.Or(req.Approve, s.opts.Approve), s.opts.Approve)
+	autoLoad := s.opts.AutoLoadSchemas
+	if req.AutoLoadSchemas != nil {
+		autoLoad = *req.AutoLoadSchemas
 	}
 	msg, err := messages.AssistantFromOpenAI(req.Message.Role, req.Message.Content, req.Message.ToolCalls, "message.")
 	if err != nil {
@@ -215,8 +222,8 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*messages.Di
 	}
 	dt := &messages.DispatchTurn{
 		Session: session, Run: req.Run, Provider: req.Provider, Message: msg,
-		ClientTools: decl.clientTools, Exclude: decl.exclude,
-		Approve: approve, TurnId: req.TurnID, AutoLoadSchemas: req.AutoLoadSchemas, Chaos: policy,
+		ClientTools: decl.clientTools, Exclude: s.exclude(decl),
+		Approve: approve, TurnId: req.TurnID, AutoLoadSchemas: autoLoad, Chaos: policy,
 	}
 	return dt, key, decl, nil
 }
@@ -227,7 +234,16 @@ func (s *Server) view(provider string, decl runDecl) (*toolkit.View, error) {
 	for i, c := range decl.clientTools {
 		client[i] = toolkit.ClientToolFromSpec(c.GetName(), c.GetDescription(), c.GetParameters())
 	}
-	return toolkit.NewView(s.opts.Registry, provider, client, decl.exclude)
+	return toolkit.NewView(s.opts.Registry, provider, client, s.exclude(decl))
+}
+
+// exclude returns the tools a run may not call: the operator's, whatever
+// the run declared, and the run's.
+func (s *Server) exclude(decl runDecl) []string {
+	if len(s.opts.Exclude) == 0 {
+		return decl.exclude
+	}
+	return append(slices.Clip(s.opts.Exclude), decl.exclude...)
 }
 
 func errShuttingDown() *apiError {

@@ -54,6 +54,19 @@ type Options struct {
 	// Replies receives answers to ask_user questions and client tool
 	// results. When nil, those endpoints answer 404.
 	Replies Replies
+
+	// The operator's policy (SPEC §16): a request body may narrow it,
+	// never widen it.
+
+	// Approve is the most a turn may get (serve --approve): a body's
+	// approve is lowered to it, and a body without one gets it.
+	// Default: ask.
+	Approve string
+	// Exclude lists tools no turn may call and no tools view shows,
+	// whatever a body's exclude says.
+	Exclude []string
+	// AutoLoadSchemas is the auto_load_schemas of bodies that do not set it.
+	AutoLoadSchemas bool
 }
 
 // Validate names the first bad field.
@@ -71,6 +84,8 @@ func (o *Options) Validate() error {
 		return errors.New("service: Options.Metrics is required")
 	case o.MaxBodyBytes < 0:
 		return errors.New("service: Options.MaxBodyBytes must not be negative")
+	case o.Approve != "" && o.Approve != actors.ApproveAsk && o.Approve != actors.ApproveAll && o.Approve != actors.ApproveNone:
+		return errors.New("service: Options.Approve must be ask, all or none")
 	}
 	for _, c := range o.Token {
 		if c <= ' ' || c > '~' {
@@ -125,6 +140,9 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
+	}
+	if opts.Approve == "" {
+		opts.Approve = actors.ApproveAsk
 	}
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes

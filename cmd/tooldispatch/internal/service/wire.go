@@ -19,7 +19,7 @@ type (
 		TurnID          string                         `json:"turn_id"`
 		Approve         string                         `json:"approve"`
 		Exclude         *[]string                      `json:"exclude"`
-		AutoLoadSchemas bool                           `json:"auto_load_schemas"`
+		AutoLoadSchemas *bool                          `json:"auto_load_schemas"`
 		Chaos           json.RawMessage                `json:"chaos"`
 	}
 	wireMessage struct {
