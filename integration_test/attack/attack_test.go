@@ -62,6 +62,13 @@ func (s *syncBuf) String() string {
 // tools on the given policy with a secret API_KEY, events ignored.
 func newEnv(t *testing.T, webCfg web.Config) *env {
 	t.Helper()
+	return newEnvWith(t, webCfg, func(*actors.Config) {})
+}
+
+// newEnvWith is newEnv with the dispatcher's configuration adjusted by
+// configure (the operator's policy).
+func newEnvWith(t *testing.T, webCfg web.Config, configure func(*actors.Config)) *env {
+	t.Helper()
 	root := t.TempDir()
 	e := &env{t: t, ws: filepath.Join(root, "ws"), outside: filepath.Join(root, "outside"), logs: &syncBuf{}}
 	for _, d := range []string{e.ws, e.outside} {
@@ -92,8 +99,10 @@ func newEnv(t *testing.T, webCfg web.Config) *env {
 	toolkit.RegisterMeta(reg)
 	builtin.Register(reg, builtin.Deps{Workspace: w, Logger: logger})
 	wb := web.Register(reg, web.Deps{Config: webCfg, Secrets: sec, Logger: logger})
-	e.d, err = actors.New(actors.Config{Registry: reg, Store: store, Logger: logger, Redact: sec.Redactor().Redact,
-		Events: func(*messages.Event) {}})
+	cfg := actors.Config{Registry: reg, Store: store, Logger: logger, Redact: sec.Redactor().Redact,
+		Events: func(*messages.Event) {}}
+	configure(&cfg)
+	e.d, err = actors.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,4 +410,20 @@ func TestAttackCallFlood(t *testing.T) {
 	if d > 45*time.Second {
 		t.Errorf("flood took %v", d)
 	}
+}
+
+// TestAttackPolicyCeiling: the operator's policy is a ceiling (SPEC §16).
+// Under MaxApprove none and an excluded run_command, turns that ask for
+// approve all, or reach run_command through run_tool, change nothing.
+func TestAttackPolicyCeiling(t *testing.T) {
+	e := newEnvWith(t, web.Config{}, func(c *actors.Config) {
+		c.MaxApprove = actors.ApproveNone
+		c.Exclude = []string{"run_command"}
+	})
+	e.run(t, []attack{
+		{name: "approve all over a none ceiling", tool: "edit_file", args: `{"path":"pwned.txt","content":"x"}`, approve: "all", want: []string{"skipped"}},
+		{name: "approve ask over a none ceiling", tool: "remove_file", args: `{"path":"keep.txt"}`, approve: "ask", want: []string{"skipped"}},
+		{name: "excluded tool", tool: "run_command", args: `{"argv":["touch","pwned.txt"]}`, approve: "all", want: []string{"unknown_tool"}},
+		{name: "excluded tool through run_tool", tool: "run_tool", args: `{"name":"run_command","arguments":{"argv":["touch","pwned.txt"]}}`, approve: "all", want: []string{"unknown_tool", "error"}},
+	})
 }
