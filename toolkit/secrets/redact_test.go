@@ -115,10 +115,14 @@ func TestStoreRedactorFollowsChanges(t *testing.T) {
 func TestResolve(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t, cachestore.NewMemory(), nil)
-	if err := s.Put(ctx, "TOKEN", secretValue, ""); err != nil {
+	const api = "https://api.example.com:443"
+	if err := s.Put(ctx, "TOKEN", secretValue, "", "https://API.example.com"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Put(ctx, "PW", "a b&c/d", ""); err != nil {
+	if err := s.Put(ctx, "PW", "a b&c/d", "", api, "http://other.example:8080"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, "NOWHERE", "nowhere-1234", ""); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -129,6 +133,7 @@ func TestResolve(t *testing.T) {
 		used   []string
 		err    string
 		is     error
+		origin string // default api
 	}{
 		{name: "no reference", in: "plain text", want: "plain text"},
 		{name: "one", in: "Bearer ${secret:TOKEN}", want: "Bearer " + secretValue, used: []string{"TOKEN"}},
@@ -140,10 +145,22 @@ func TestResolve(t *testing.T) {
 		{name: "invalid name", in: "${secret:a b}", err: `"a b"`, is: ErrInvalidName},
 		{name: "empty name", in: "${secret:}", is: ErrInvalidName},
 		{name: "not closed", in: "x ${secret:TOKEN", err: "malformed", is: ErrInvalidName},
+		{name: "other origin", origin: "https://evil.example:443", in: "Bearer ${secret:TOKEN}",
+			err: `secret "TOKEN" may only be sent to https://api.example.com:443, not to https://evil.example:443`, is: ErrOrigin},
+		{name: "other port", origin: "https://api.example.com:8443", in: "${secret:TOKEN}", is: ErrOrigin},
+		{name: "other scheme", origin: "http://api.example.com:80", in: "${secret:TOKEN}", is: ErrOrigin},
+		{name: "one of two refused", origin: "http://other.example:8080", in: "${secret:PW} ${secret:TOKEN}",
+			err: `secret "TOKEN" may only be sent to`, is: ErrOrigin},
+		{name: "second origin", origin: "http://other.example:8080", in: "${secret:PW}", want: "a b&c/d", used: []string{"PW"}},
+		{name: "bound nowhere", in: "${secret:NOWHERE}", err: `secret "NOWHERE" is bound to no origin`, is: ErrOrigin},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, used, err := s.ResolveEscaped(ctx, tt.in, tt.escape)
+			origin := tt.origin
+			if origin == "" {
+				origin = api
+			}
+			got, used, err := s.ResolveEscaped(ctx, origin, tt.in, tt.escape)
 			if tt.is != nil || tt.err != "" {
 				if err == nil {
 					t.Fatalf("want an error, got %q", got)
@@ -154,7 +171,7 @@ func TestResolve(t *testing.T) {
 				if !strings.Contains(err.Error(), tt.err) {
 					t.Errorf("error %q does not say %q", err, tt.err)
 				}
-				if strings.Contains(err.Error(), secretValue) {
+				if strings.Contains(err.Error(), secretValue) || strings.Contains(err.Error(), "a b&c/d") {
 					t.Errorf("error holds a value: %v", err)
 				}
 				return
@@ -172,10 +189,10 @@ func TestResolve(t *testing.T) {
 	}
 
 	var none *Store
-	if _, _, err := none.Resolve(ctx, "${secret:X}"); err == nil || !strings.Contains(err.Error(), `secret "X" not found`) {
+	if _, _, err := none.Resolve(ctx, api, "${secret:X}"); err == nil || !strings.Contains(err.Error(), `secret "X" not found`) {
 		t.Errorf("nil store: %v", err)
 	}
-	if got, _, err := none.Resolve(ctx, "plain"); err != nil || got != "plain" {
+	if got, _, err := none.Resolve(ctx, api, "plain"); err != nil || got != "plain" {
 		t.Errorf("nil store, no reference: %q, %v", got, err)
 	}
 	if !HasReference("a ${secret:X") || HasReference("a $secret") {

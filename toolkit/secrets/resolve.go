@@ -34,19 +34,21 @@ func References(text string) []string {
 	return names
 }
 
-// Resolve replaces every ${secret:NAME} in text with the secret's value and
-// returns the names it used. A missing secret gives an error matching
-// ErrNotFound whose text says `secret "NAME" not found`; no error carries a
-// value. A nil Store resolves texts without references and fails on the
-// others.
-func (s *Store) Resolve(ctx context.Context, text string) (string, []string, error) {
-	return s.ResolveEscaped(ctx, text, nil)
+// Resolve replaces every ${secret:NAME} in text with the secret's value,
+// for a request to origin (normalised, see OriginOf), and returns the names
+// it used. Every secret must be bound to origin, else nothing is resolved
+// and the error matches ErrOrigin and names the origins the secret may go
+// to. A missing secret gives an error matching ErrNotFound whose text says
+// `secret "NAME" not found`; no error carries a value. A nil Store resolves
+// texts without references and fails on the others.
+func (s *Store) Resolve(ctx context.Context, origin, text string) (string, []string, error) {
+	return s.ResolveEscaped(ctx, origin, text, nil)
 }
 
 // ResolveEscaped is Resolve with each value passed through escape before it
 // is put in the text (url.QueryEscape for a URL); a nil escape keeps values
 // as they are.
-func (s *Store) ResolveEscaped(ctx context.Context, text string, escape func(string) string) (string, []string, error) {
+func (s *Store) ResolveEscaped(ctx context.Context, origin, text string, escape func(string) string) (string, []string, error) {
 	if !HasReference(text) {
 		return text, nil, nil
 	}
@@ -67,6 +69,9 @@ func (s *Store) ResolveEscaped(ctx context.Context, text string, escape func(str
 		}
 		v, err := s.Get(ctx, n)
 		if err != nil {
+			return "", nil, err
+		}
+		if err := s.CheckOrigin(ctx, origin, n); err != nil {
 			return "", nil, err
 		}
 		if escape != nil {

@@ -76,6 +76,9 @@ type Info struct {
 	Name        string
 	Description string
 	Created     time.Time
+	// Origins are the origins the secret may be sent to: those stored with
+	// it and those the operator bound (Bind), normalised and sorted.
+	Origins []string
 }
 
 // record is the plaintext of one stored secret.
@@ -83,6 +86,9 @@ type record struct {
 	Value       string `json:"v"`
 	Description string `json:"d,omitempty"`
 	Created     int64  `json:"t"` // unix nanoseconds
+	// Origins the human confirmed; a record written before origins
+	// existed has none, and its secret is sent nowhere until bound.
+	Origins []string `json:"o,omitempty"`
 }
 
 // Store keeps secrets encrypted in a cachestore.Store. All methods are safe
@@ -101,6 +107,10 @@ type Store struct {
 
 	mu     sync.Mutex
 	values map[string]string // name → value of every known secret; guarded by mu
+	// origins: name → origins stored with the secret; guarded by mu
+	origins map[string][]string
+	// bound: name → origins the operator bound (Bind); guarded by mu
+	bound map[string][]string
 	// retired holds values of deleted or replaced secrets, which stay
 	// redacted for the life of the process; guarded by mu
 	retired map[string]string
@@ -136,6 +146,8 @@ func Open(store cachestore.Store, keyFile string, logger zerolog.Logger) (*Store
 		now:      time.Now,
 		redactor: &Redactor{},
 		values:   map[string]string{},
+		origins:  map[string][]string{},
+		bound:    map[string][]string{},
 		retired:  map[string]string{},
 	}
 	ctx := context.Background()
@@ -191,13 +203,16 @@ func (s *Store) loadAll(ctx context.Context) error {
 			continue
 		}
 		s.values[e.Key] = rec.Value
+		s.origins[e.Key] = rec.Origins
 	}
 	s.updateRedactorLocked()
 	return nil
 }
 
-// Put stores (or replaces) the secret name. The value is never logged.
-func (s *Store) Put(ctx context.Context, name, value, description string) error {
+// Put stores (or replaces) the secret name, bound to origins (see
+// ParseOrigin; a secret without origins is sent nowhere unless the
+// operator binds it with Bind). The value is never logged.
+func (s *Store) Put(ctx context.Context, name, value, description string, origins ...string) error {
 	if !ValidName(name) {
 		return fmt.Errorf("%w: %q (use letters, digits, '_', '.', '-', starting with a letter or '_', at most 64 characters)", ErrInvalidName, name)
 	}
@@ -207,7 +222,11 @@ func (s *Store) Put(ctx context.Context, name, value, description string) error 
 	if len(description) > MaxDescriptionLen {
 		description = truncateUTF8(description, MaxDescriptionLen)
 	}
-	plain, err := json.Marshal(record{Value: value, Description: description, Created: s.now().UnixNano()})
+	norm, err := ParseOrigins(origins)
+	if err != nil {
+		return err
+	}
+	plain, err := json.Marshal(record{Value: value, Description: description, Created: s.now().UnixNano(), Origins: norm})
 	if err != nil {
 		return fmt.Errorf("secrets: encoding %q: %w", name, err)
 	}
@@ -225,9 +244,10 @@ func (s *Store) Put(ctx context.Context, name, value, description string) error 
 		s.retired[name+"\x00"+old] = old
 	}
 	s.values[name] = value
+	s.origins[name] = norm
 	s.updateRedactorLocked()
 	s.mu.Unlock()
-	s.log.Info().Str("secret", name).Msg("secret stored")
+	s.log.Info().Str("secret", name).Strs("origins", norm).Msg("secret stored")
 	return nil
 }
 
@@ -271,6 +291,7 @@ func (s *Store) Get(ctx context.Context, name string) (string, error) {
 	}
 	s.mu.Lock()
 	s.values[name] = rec.Value
+	s.origins[name] = rec.Origins
 	s.updateRedactorLocked()
 	s.mu.Unlock()
 	return rec.Value, nil
@@ -327,10 +348,15 @@ func (s *Store) List(ctx context.Context) ([]Info, error) {
 			continue
 		}
 		info := Info{Name: e.Key}
+		var stored []string
 		if rec, err := s.decode(e.Key, e.Value); err == nil {
 			info.Description = rec.Description
 			info.Created = time.Unix(0, rec.Created)
+			stored = rec.Origins
 		}
+		s.mu.Lock()
+		info.Origins = unionOrigins(stored, s.bound[e.Key])
+		s.mu.Unlock()
 		out = append(out, info)
 	}
 	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
@@ -352,11 +378,71 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	if old, ok := s.values[name]; ok {
 		s.retired[name+"\x00"+old] = old
 		delete(s.values, name)
+		delete(s.origins, name)
 		s.updateRedactorLocked()
 	}
 	s.mu.Unlock()
 	s.log.Info().Str("secret", name).Msg("secret deleted")
 	return nil
+}
+
+// Bind lets the secret name be sent to origins besides those stored with
+// it: the operator's binding from the configuration. It is kept in memory
+// only, applies whether or not the secret is stored yet, and adds to
+// earlier bindings. Call it at start-up.
+func (s *Store) Bind(name string, origins ...string) error {
+	if !ValidName(name) {
+		return fmt.Errorf("%w: %q", ErrInvalidName, name)
+	}
+	norm, err := ParseOrigins(origins)
+	if err != nil {
+		return fmt.Errorf("binding the secret %q: %w", name, err)
+	}
+	s.mu.Lock()
+	s.bound[name] = unionOrigins(s.bound[name], norm)
+	s.mu.Unlock()
+	return nil
+}
+
+// Bound returns the origins the operator bound name to (Bind), sorted.
+func (s *Store) Bound(name string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.bound[name])
+}
+
+// Origins returns the origins the secret name may be sent to: those
+// stored with it and those the operator bound, sorted. A missing secret
+// gives an error matching ErrNotFound.
+func (s *Store) Origins(ctx context.Context, name string) ([]string, error) {
+	if _, err := s.Get(ctx, name); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return unionOrigins(s.origins[name], s.bound[name]), nil
+}
+
+// CheckOrigin returns nil when every secret named may be sent to origin (a
+// normalised origin, see OriginOf), else an error matching ErrOrigin that
+// names the allowed origins (never a value), or ErrNotFound.
+func (s *Store) CheckOrigin(ctx context.Context, origin string, names ...string) error {
+	for _, n := range names {
+		allowed, err := s.Origins(ctx, n)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(allowed, origin) {
+			return originError(n, origin, allowed)
+		}
+	}
+	return nil
+}
+
+func unionOrigins(a, b []string) []string {
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Redactor returns the redactor of the store's secrets; it follows every

@@ -80,6 +80,9 @@ func (w *Web) publicAPIList(ctx context.Context, c *toolkit.Call) (toolkit.Resul
 			value = secrets.Reference(defaultSecretName(a.Name))
 		}
 		fmt.Fprintf(&b, "  auth: header %q: %q\n", a.AuthHeader, value)
+		if origins, err := a.secretOrigins(); err == nil {
+			fmt.Fprintf(&b, "  its secret is sent only to: %s\n", strings.Join(origins, ", "))
+		}
 		for _, name := range secrets.References(value) {
 			stored := false
 			if w.secrets != nil {

@@ -177,7 +177,7 @@ func commit(t *testing.T, w *Web, e *toolkit.CacheEntry) {
 func TestNoCachingWithCredentials(t *testing.T) {
 	s := newSite(t)
 	store := cachestore.NewMemory()
-	sec := openSecrets(t, map[string]string{"TOKEN": "tok-9f8e7d6c5b4a"})
+	sec := openSecrets(t, map[string]string{"TOKEN": "tok-9f8e7d6c5b4a"}, s.URL)
 	obs := &cacheObserver{}
 	deps := testDeps(newFakeClock())
 	deps.Cache = CacheFromStore(store)
@@ -367,8 +367,9 @@ func (f *fakeSearch) count() int {
 	return f.calls
 }
 
-// openSecrets returns a secrets store holding values.
-func openSecrets(t *testing.T, values map[string]string) *secrets.Store {
+// openSecrets returns a secrets store holding values, each bound to
+// origins.
+func openSecrets(t *testing.T, values map[string]string, origins ...string) *secrets.Store {
 	t.Helper()
 	t.Setenv(secrets.EnvKey, "")
 	s, err := secrets.Open(cachestore.NewMemory(), t.TempDir()+"/secret.key", zerolog.Nop())
@@ -376,7 +377,7 @@ func openSecrets(t *testing.T, values map[string]string) *secrets.Store {
 		t.Fatal(err)
 	}
 	for k, v := range values {
-		if err := s.Put(context.Background(), k, v, ""); err != nil {
+		if err := s.Put(context.Background(), k, v, "", origins...); err != nil {
 			t.Fatal(err)
 		}
 	}

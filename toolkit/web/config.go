@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
 )
 
 // Defaults of the download tool.
@@ -62,6 +64,41 @@ type API struct {
 	// made from the API's name (upper case, '_' for other characters,
 	// suffix _KEY).
 	AuthValue string `toml:"auth_value"`
+	// Origins are origins, besides base_url's, that the API's secret may
+	// be sent to (e.g. an upload host). The secret of AuthValue is bound to
+	// base_url's origin and to these (see secrets.Store.Bind).
+	Origins []string `toml:"origins"`
+}
+
+// secretOrigins returns the origins the API binds its secrets to:
+// base_url's and Origins, normalised.
+func (a API) secretOrigins() ([]string, error) {
+	u, err := url.Parse(a.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	base, err := secrets.OriginOf(u)
+	if err != nil {
+		return nil, err
+	}
+	extra, err := secrets.ParseOrigins(a.Origins)
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{base}, extra...), nil
+}
+
+// secretNames returns the names of the secrets the API's auth header
+// references (none without an auth header).
+func (a API) secretNames() []string {
+	if a.AuthHeader == "" {
+		return nil
+	}
+	value := a.AuthValue
+	if value == "" {
+		value = secrets.Reference(defaultSecretName(a.Name))
+	}
+	return secrets.References(value)
 }
 
 // Validate names the first bad field.
@@ -104,6 +141,12 @@ func (c Config) Validate() error {
 		}
 		if a.AuthValue != "" && a.AuthHeader == "" {
 			return fmt.Errorf("web: apis[%d].auth_value needs auth_header", i)
+		}
+		if _, err := a.secretOrigins(); err != nil {
+			return fmt.Errorf("web: apis[%d].origins: %w", i, err)
+		}
+		if len(a.Origins) > 0 && a.AuthHeader == "" {
+			return fmt.Errorf("web: apis[%d].origins binds the API's secret, so it needs auth_header", i)
 		}
 	}
 	return nil

@@ -29,6 +29,9 @@ func newDownloadWeb(t *testing.T, maxBytes int64) (*Web, string) {
 func TestDownloadFile(t *testing.T) {
 	s := newSite(t)
 	w, dir := newDownloadWeb(t, 0)
+	if err := w.secrets.Bind("TOKEN", s.URL); err != nil {
+		t.Fatal(err)
+	}
 
 	res, err := call(t, w, DownloadFileName, "s1", obj{"url": s.URL + "/article", "path": "pages/tomatoes.html"})
 	if err != nil {

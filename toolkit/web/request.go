@@ -58,13 +58,34 @@ func (w *Web) httpRequestTool() toolkit.Tool {
 	}
 }
 
-// httpRequestReadOnly: GET (the default) and HEAD are read-only.
+// methodOverrideHeaders make many servers treat a request as another
+// method (a GET as a DELETE); names in lower case.
+var methodOverrideHeaders = []string{"x-http-method-override", "x-http-method", "x-method-override"}
+
+// httpRequestReadOnly: a GET (the default) or HEAD is read-only when it
+// carries no body and no method-override header; anything else needs
+// approval.
 func httpRequestReadOnly(a toolkit.Args) bool {
 	switch requestMethod(a) {
 	case http.MethodGet, http.MethodHead:
-		return true
+	default:
+		return false
 	}
-	return false
+	if b, ok := a.Value["body"]; ok && b != nil && b != "" {
+		return false
+	}
+	if raw, ok := a.Value["headers"]; ok && raw != nil {
+		hs, ok := raw.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k := range hs {
+			if slices.Contains(methodOverrideHeaders, strings.ToLower(strings.TrimSpace(k))) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func requestMethod(a toolkit.Args) string {
@@ -234,9 +255,29 @@ func headerArgs(a toolkit.Args) (map[string]string, error) {
 	return out, nil
 }
 
-// buildRequest resolves secret references and builds the request.
+// buildRequest resolves secret references and builds the request. Every
+// secret is resolved for the origin of the URL as written, whose scheme,
+// user and host may hold no reference, so a secret is refused before
+// anything is sent unless it is bound to that origin.
 func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers map[string]string, body string) (*http.Request, error) {
-	resolvedURL, _, err := w.secrets.ResolveEscaped(ctx, rawURL, url.QueryEscape)
+	template, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("url %q is not a valid URL", rawURL)
+	}
+	if template.Scheme == "" && template.Host == "" {
+		return nil, fmt.Errorf("url %q has no scheme and host; write it in full, e.g. https://…", rawURL)
+	}
+	if referencedInAuthority(template) {
+		return nil, fmt.Errorf("url %q: a ${secret:…} reference may only be in the path or query of a URL, never in its scheme, user or host", rawURL)
+	}
+	if err := w.policy.CheckURL(template); err != nil {
+		return nil, err
+	}
+	origin, err := secrets.OriginOf(template)
+	if err != nil {
+		return nil, fmt.Errorf("url %q: %w", rawURL, err)
+	}
+	resolvedURL, _, err := w.secrets.ResolveEscaped(ctx, origin, rawURL, url.QueryEscape)
 	if err != nil {
 		return nil, err
 	}
@@ -244,13 +285,15 @@ func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers m
 	if err != nil {
 		return nil, fmt.Errorf("url %q is not a valid URL once its secrets are filled in", rawURL)
 	}
-	if u.Scheme == "" && u.Host == "" {
-		return nil, fmt.Errorf("url %q has no scheme and host; write it in full, e.g. https://…", rawURL)
+	if o, err := secrets.OriginOf(u); err != nil || o != origin {
+		// Values are query-escaped, so they cannot reach the authority;
+		// this guards the rule rather than a known path.
+		return nil, fmt.Errorf("url %q: filling in its secrets would change where it goes; refusing", rawURL)
 	}
 	if err := w.policy.CheckURL(u); err != nil {
 		return nil, err
 	}
-	resolvedBody, _, err := w.secrets.Resolve(ctx, body)
+	resolvedBody, _, err := w.secrets.Resolve(ctx, origin, body)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +316,7 @@ func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers m
 	}
 	slices.Sort(names)
 	for _, k := range names {
-		v, _, err := w.secrets.Resolve(ctx, headers[k])
+		v, _, err := w.secrets.Resolve(ctx, origin, headers[k])
 		if err != nil {
 			return nil, fmt.Errorf("header %q: %w", k, err)
 		}
@@ -294,6 +337,20 @@ func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers m
 		req.Header.Set("Content-Type", ct)
 	}
 	return req, nil
+}
+
+// referencedInAuthority reports whether a secret reference is in u's
+// scheme, user information or host, where it would decide (or be sent to)
+// the destination itself.
+func referencedInAuthority(u *url.URL) bool {
+	if secrets.HasReference(u.Scheme) || secrets.HasReference(u.Opaque) || secrets.HasReference(u.Host) {
+		return true
+	}
+	if u.User != nil {
+		p, _ := u.User.Password()
+		return secrets.HasReference(u.User.Username()) || secrets.HasReference(p)
+	}
+	return false
 }
 
 // shownHeaders are the response headers http_request shows (HEAD shows

@@ -21,7 +21,7 @@ func TestHTTPRequestResolvesAndRedactsSecrets(t *testing.T) {
 	s := newSite(t)
 	var logs bytes.Buffer
 	deps := testDeps(newFakeClock())
-	deps.Secrets = openSecrets(t, map[string]string{"GITHUB_TOKEN": tokenValue, "PW": "p@ss word&more"})
+	deps.Secrets = openSecrets(t, map[string]string{"GITHUB_TOKEN": tokenValue, "PW": "p@ss word&more"}, s.URL, "http://127.0.0.1:1")
 	deps.Logger = zerolog.New(&logs).Level(zerolog.DebugLevel)
 	w := newWeb(t, deps)
 

@@ -131,6 +131,18 @@ func New(deps Deps) (*Web, error) {
 		obs:      deps.Observer,
 		log:      deps.Logger.With().Str("component", "web").Logger(),
 	}
+	if w.secrets != nil {
+		// The operator named the API and its credential together: its
+		// secret may go to the API's origins.
+		for _, a := range cfg.APIs {
+			origins, _ := a.secretOrigins() // checked by Validate
+			for _, name := range a.secretNames() {
+				if err := w.secrets.Bind(name, origins...); err != nil {
+					return nil, fmt.Errorf("web: api %q: %w", a.Name, err)
+				}
+			}
+		}
+	}
 	if w.redactor == nil && w.secrets != nil {
 		w.redactor = w.secrets.Redactor()
 	}
