@@ -229,11 +229,18 @@ func (d *Dispatcher) request(ctx context.Context, msg any) (any, error) {
 // Answer answers a question a tool is waiting on (ask_user, store_secret).
 // Secret answers never appear in events, logs or errors.
 func (d *Dispatcher) Answer(ctx context.Context, session, callID, text string, declined bool) error {
+	return d.AnswerWith(ctx, session, callID, toolkit.Answer{Text: text, Declined: declined})
+}
+
+// AnswerWith is Answer with the whole answer: for store_secret, the
+// origins the human kept of those asked about.
+func (d *Dispatcher) AnswerWith(ctx context.Context, session, callID string, a toolkit.Answer) error {
 	if session == "" || callID == "" {
 		return fmt.Errorf("%w: an answer needs session and call id", ErrBadRequest)
 	}
 	if d.cluster != nil {
-		res, err := d.clusterRequest(ctx, session, &messages.AnswerQuestion{Session: session, CallId: callID, Text: text, Declined: declined})
+		res, err := d.clusterRequest(ctx, session, &messages.AnswerQuestion{Session: session, CallId: callID, Text: a.Text,
+			Declined: a.Declined, Origins: a.Origins})
 		if err != nil {
 			return err
 		}
@@ -242,7 +249,7 @@ func (d *Dispatcher) Answer(ctx context.Context, session, callID, text string, d
 		}
 		return fmt.Errorf("answering %q: unexpected reply %T", callID, res)
 	}
-	return d.cfg.board.answer(session, callID, toolkit.Answer{Text: text, Declined: declined})
+	return d.cfg.board.answer(session, callID, a)
 }
 
 // ClientResult commits the result a caller hands back for a client tool's

@@ -125,7 +125,7 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 	case *messages.CancelTurn:
 		a.cancel(ctx, &cancelTurn{session: m.Session, id: requestID(m.RequestId)})
 	case *messages.AnswerQuestion:
-		err := a.cfg.board.answer(a.session, m.CallId, toolkit.Answer{Text: m.Text, Declined: m.Declined})
+		err := a.cfg.board.answer(a.session, m.CallId, toolkit.Answer{Text: m.Text, Declined: m.Declined, Origins: m.Origins})
 		ctx.Respond(&messages.Ack{Error: ackError(err)})
 	case *messages.ClientResult:
 		if a.passivating {

@@ -538,11 +538,14 @@ func (x *CancelTurn) GetRequestId() string {
 
 // AnswerQuestion answers a question a tool waits on (ask_user, store_secret).
 type AnswerQuestion struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	Text          string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
-	Declined      bool                   `protobuf:"varint,4,opt,name=declined,proto3" json:"declined,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Session  string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	CallId   string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Text     string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	Declined bool                   `protobuf:"varint,4,opt,name=declined,proto3" json:"declined,omitempty"`
+	// origins narrows the origins a store_secret value may be sent to (a
+	// subset of those asked about); empty keeps them all.
+	Origins       []string `protobuf:"bytes,5,rep,name=origins,proto3" json:"origins,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -603,6 +606,13 @@ func (x *AnswerQuestion) GetDeclined() bool {
 		return x.Declined
 	}
 	return false
+}
+
+func (x *AnswerQuestion) GetOrigins() []string {
+	if x != nil {
+		return x.Origins
+	}
+	return nil
 }
 
 // ClientResult hands back the result of a client tool's call.
@@ -1281,12 +1291,13 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"CancelTurn\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tR\trequestId\"s\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"\x8d\x01\n" +
 	"\x0eAnswerQuestion\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04text\x18\x03 \x01(\tR\x04text\x12\x1a\n" +
-	"\bdeclined\x18\x04 \x01(\bR\bdeclined\"v\n" +
+	"\bdeclined\x18\x04 \x01(\bR\bdeclined\x12\x18\n" +
+	"\aorigins\x18\x05 \x03(\tR\aorigins\"v\n" +
 	"\fClientResult\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x18\n" +

@@ -21,6 +21,10 @@ type Question struct {
 	Text string // shown to the human; never a secret
 	// Name of the secret asked for (QuestionSecret).
 	Name string
+	// Origins the secret would be sent to (QuestionSecret), as the model
+	// proposed them; the human confirms them with the value, or narrows
+	// them in Answer.Origins.
+	Origins []string
 }
 
 // Answer is the human's reply.
@@ -28,6 +32,10 @@ type Answer struct {
 	Text string
 	// Declined: the human chose not to answer.
 	Declined bool
+	// Origins (QuestionSecret), when not empty, narrows the origins the
+	// secret may be sent to: a subset of Question.Origins. Empty confirms
+	// them all.
+	Origins []string
 }
 
 // ErrNobodyToAsk: no human is listening for questions in this run.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,7 +33,7 @@ func TestStoreSecretTool(t *testing.T) {
 		err     string
 	}{
 		{name: "stored",
-			args: `{"name":"GITHUB_TOKEN","description":"GitHub token with repo scope"}`,
+			args: `{"name":"GITHUB_TOKEN","description":"GitHub token with repo scope","origins":["https://api.github.com"]}`,
 			ask: func(_ context.Context, q toolkit.Question) (toolkit.Answer, error) {
 				if q.Kind != toolkit.QuestionSecret || q.Name != "GITHUB_TOKEN" || !strings.Contains(q.Text, "repo scope") {
 					return toolkit.Answer{}, errors.New("unexpected question")
@@ -40,27 +41,27 @@ func TestStoreSecretTool(t *testing.T) {
 				return toolkit.Answer{Text: "  " + secretValue + "\n"}, nil
 			},
 			stored: true},
-		{name: "nobody to ask", args: `{"name":"A_KEY"}`,
+		{name: "nobody to ask", args: `{"name":"A_KEY","origins":["https://a.example"]}`,
 			ask: func(context.Context, toolkit.Question) (toolkit.Answer, error) {
 				return toolkit.Answer{}, toolkit.ErrNobodyToAsk
 			},
 			skipped: true},
-		{name: "declined", args: `{"name":"A_KEY"}`,
+		{name: "declined", args: `{"name":"A_KEY","origins":["https://a.example"]}`,
 			ask: func(context.Context, toolkit.Question) (toolkit.Answer, error) {
 				return toolkit.Answer{Declined: true}, nil
 			},
 			skipped: true},
-		{name: "empty answer", args: `{"name":"A_KEY"}`,
+		{name: "empty answer", args: `{"name":"A_KEY","origins":["https://a.example"]}`,
 			ask: func(context.Context, toolkit.Question) (toolkit.Answer, error) {
 				return toolkit.Answer{Text: "  "}, nil
 			},
 			skipped: true},
-		{name: "nobody answered in time", args: `{"name":"A_KEY"}`,
+		{name: "nobody answered in time", args: `{"name":"A_KEY","origins":["https://a.example"]}`,
 			ask: func(context.Context, toolkit.Question) (toolkit.Answer, error) {
 				return toolkit.Answer{}, context.DeadlineExceeded
 			},
 			skipped: true},
-		{name: "call canceled", args: `{"name":"A_KEY"}`,
+		{name: "call canceled", args: `{"name":"A_KEY","origins":["https://a.example"]}`,
 			ctx: func() context.Context {
 				ctx, cancel := context.WithCancel(context.Background())
 				cancel()
@@ -71,7 +72,7 @@ func TestStoreSecretTool(t *testing.T) {
 				return toolkit.Answer{}, ctx.Err()
 			},
 			err: "context canceled"},
-		{name: "value too short", args: `{"name":"A_KEY"}`,
+		{name: "value too short", args: `{"name":"A_KEY","origins":["https://a.example"]}`,
 			ask: func(context.Context, toolkit.Question) (toolkit.Answer, error) {
 				return toolkit.Answer{Text: "abc"}, nil
 			},
@@ -128,5 +129,94 @@ func TestStoreSecretTool(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), secretValue) {
 		t.Errorf("logs hold the value:\n%s", logs.String())
+	}
+}
+
+// TestStoreSecretOrigins: the model proposes origins, the human sees them
+// with the question and may keep fewer, never more; without origins
+// nobody is asked.
+func TestStoreSecretOrigins(t *testing.T) {
+	s, _ := openTest(t, cachestore.NewMemory(), nil)
+	tool := StoreSecretTool(s)
+	if err := s.Bind("OPS_KEY", "https://ops.example"); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args string, ask toolkit.Asker) (toolkit.Result, error) {
+		t.Helper()
+		a, err := toolkit.ParseArgs(args, toolkit.DefaultLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tool.Handler(context.Background(), &toolkit.Call{Name: StoreSecretName, Args: a, Ask: ask, Emit: func(string) {}})
+	}
+	var asked toolkit.Question
+	answer := func(a toolkit.Answer) toolkit.Asker {
+		return func(_ context.Context, q toolkit.Question) (toolkit.Answer, error) {
+			asked = q
+			return a, nil
+		}
+	}
+	notAsked := func(context.Context, toolkit.Question) (toolkit.Answer, error) {
+		t.Error("the human was asked")
+		return toolkit.Answer{}, nil
+	}
+	two := `"origins":["https://API.one.example/","http://two.example:8080"]`
+
+	// Proposed origins are shown, normalised, and stored when confirmed.
+	res, err := run(`{"name":"K1",`+two+`}`, answer(toolkit.Answer{Text: secretValue}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"http://two.example:8080", "https://api.one.example:443"}; !slices.Equal(asked.Origins, want) {
+		t.Errorf("question origins %v, want %v", asked.Origins, want)
+	}
+	for _, part := range []string{"sent only to: http://two.example:8080, https://api.one.example:443", "fewer"} {
+		if !strings.Contains(asked.Text, part) {
+			t.Errorf("question %q lacks %q", asked.Text, part)
+		}
+	}
+	if !strings.Contains(res.Content, "sent only to http://two.example:8080, https://api.one.example:443") {
+		t.Errorf("result: %q", res.Content)
+	}
+	if got, _ := s.Origins(context.Background(), "K1"); len(got) != 2 {
+		t.Errorf("stored origins %v", got)
+	}
+
+	// The human keeps one of them.
+	if _, err := run(`{"name":"K2",`+two+`}`, answer(toolkit.Answer{Text: secretValue, Origins: []string{"https://api.one.example"}})); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Origins(context.Background(), "K2"); !slices.Equal(got, []string{"https://api.one.example:443"}) {
+		t.Errorf("narrowed origins %v", got)
+	}
+
+	// An answer cannot add an origin: nothing is stored.
+	_, err = run(`{"name":"K3",`+two+`}`, answer(toolkit.Answer{Text: secretValue, Origins: []string{"https://evil.example"}}))
+	if err == nil || !strings.Contains(err.Error(), "https://evil.example:443 was not among the origins asked about") {
+		t.Errorf("widening answer: %v", err)
+	}
+	if ok, _ := s.Has(context.Background(), "K3"); ok {
+		t.Error("a widening answer stored the secret")
+	}
+
+	// No origins and no binding: refused before anyone is asked.
+	_, err = run(`{"name":"K4"}`, notAsked)
+	if err == nil || !strings.Contains(err.Error(), "pass origins") {
+		t.Errorf("no origins: %v", err)
+	}
+	_, err = run(`{"name":"K4","origins":["https://x.example/path"]}`, notAsked)
+	if err == nil || !strings.Contains(err.Error(), "origins:") {
+		t.Errorf("bad origin: %v", err)
+	}
+
+	// A secret the operator bound needs no proposal; the question says so.
+	if _, err := run(`{"name":"OPS_KEY"}`, answer(toolkit.Answer{Text: secretValue})); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(asked.Text, "The configuration lets it go to: https://ops.example:443") {
+		t.Errorf("question: %q", asked.Text)
+	}
+	if got, _ := s.Origins(context.Background(), "OPS_KEY"); !slices.Equal(got, []string{"https://ops.example:443"}) {
+		t.Errorf("operator-bound origins %v", got)
 	}
 }
