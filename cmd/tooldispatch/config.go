@@ -15,6 +15,7 @@ import (
 	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 	"github.com/tooldispatch/tooldispatch/toolkit/mcp"
 	"github.com/tooldispatch/tooldispatch/toolkit/script"
+	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
 	"github.com/tooldispatch/tooldispatch/toolkit/web"
 )
 
@@ -44,6 +45,42 @@ type secretsConfig struct {
 	// (default: secret.key in the data directory). The environment variable
 	// TOOLDISPATCH_SECRET_KEY (base64 of 32 bytes) takes precedence.
 	KeyFile string `toml:"key_file"`
+	// Bind lists the origins each secret may be sent to
+	// ([[secrets.bind]] name, origins), besides those confirmed with
+	// store_secret; a secret bound nowhere is sent nowhere.
+	Bind []secretBinding `toml:"bind"`
+}
+
+// secretBinding is one [[secrets.bind]] entry.
+type secretBinding struct {
+	Name    string   `toml:"name"`
+	Origins []string `toml:"origins"`
+}
+
+// validate names the first bad binding.
+func (c secretsConfig) validate() error {
+	for i, b := range c.Bind {
+		if !secrets.ValidName(b.Name) {
+			return fmt.Errorf("secrets.bind[%d].name %q is not a valid secret name", i, b.Name)
+		}
+		if len(b.Origins) == 0 {
+			return fmt.Errorf("secrets.bind[%d] (%s) lists no origins", i, b.Name)
+		}
+		if _, err := secrets.ParseOrigins(b.Origins); err != nil {
+			return fmt.Errorf("secrets.bind[%d].origins: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// bindSecrets applies the [[secrets.bind]] entries to s.
+func (c secretsConfig) bindSecrets(s *secrets.Store) error {
+	for _, b := range c.Bind {
+		if err := s.Bind(b.Name, b.Origins...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type dispatcherConfig struct {
@@ -117,6 +154,9 @@ func loadConfig(file, workspace string, log zerolog.Logger) (*fileConfig, error)
 func (c *fileConfig) validate() error {
 	var errs []error
 	if err := c.Web.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Secrets.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.MCP.Validate(); err != nil {

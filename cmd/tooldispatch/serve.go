@@ -12,6 +12,7 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/internal/service"
+	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
 // readHeaderTimeout bounds how long a client may take to send its headers.
@@ -98,6 +99,12 @@ type dispatcherReplies struct{ d *actors.Dispatcher }
 
 func (r dispatcherReplies) Answer(ctx context.Context, session, callID, text string) error {
 	return mapReplyErr(r.d.Answer(ctx, session, callID, text, false))
+}
+
+// AnswerSecret answers store_secret with the value and the origins the
+// human kept.
+func (r dispatcherReplies) AnswerSecret(ctx context.Context, session, callID, value string, origins []string) error {
+	return mapReplyErr(r.d.AnswerWith(ctx, session, callID, toolkit.Answer{Text: value, Origins: origins}))
 }
 
 func (r dispatcherReplies) ClientResult(ctx context.Context, session, callID, content string, isError bool) error {

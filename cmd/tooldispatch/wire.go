@@ -93,6 +93,9 @@ func registerTools(reg *toolkit.Registry, ws *builtin.Workspace, store cachestor
 		return nil, fmt.Errorf("opening the secrets: %w", err)
 	}
 	ts.secrets = sec
+	if err := cfg.Secrets.bindSecrets(sec); err != nil {
+		return nil, fmt.Errorf("binding the secrets: %w", err)
+	}
 	reg.Register(secrets.StoreSecretTool(sec))
 	ts.web = web.Register(reg, web.Deps{Config: cfg.Web, Cache: web.CacheFromStore(store), Secrets: sec,
 		Workspace: ws, Observer: observer, Logger: log})

@@ -73,7 +73,8 @@ func (s *Server) handleConfirm(w http.ResponseWriter, r *http.Request) {
 var noReplies = &apiError{code: http.StatusNotFound, msg: "no pending question or client call with that id"}
 
 // handleAnswer serves POST /v1/sessions/{session}/answer/{call_id}: the
-// answer to an ask_user question.
+// answer to an ask_user question, or the value of a store_secret question
+// with, optionally, the origins kept of those asked about.
 func (s *Server) handleAnswer(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Replies == nil {
 		writeError(w, noReplies)
@@ -86,6 +87,16 @@ func (s *Server) handleAnswer(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Text == nil {
 		writeError(w, errorf(http.StatusBadRequest, `field "text" is required: the answer`))
+		return
+	}
+	if len(req.Origins) > 0 {
+		sr, ok := s.opts.Replies.(SecretReplies)
+		if !ok {
+			writeError(w, errorf(http.StatusBadRequest, `field "origins" is not supported by this server`))
+			return
+		}
+		err := sr.AnswerSecret(r.Context(), r.PathValue("session"), r.PathValue("call_id"), *req.Text, req.Origins)
+		s.writeReplyOutcome(w, "answering a question", err)
 		return
 	}
 	err := s.opts.Replies.Answer(r.Context(), r.PathValue("session"), r.PathValue("call_id"), *req.Text)

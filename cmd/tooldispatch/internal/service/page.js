@@ -6,7 +6,7 @@
   'use strict';
 
   const KINDS = ['tool_call', 'tool_call_start', 'tool_call_text', 'tool_call_end', 'exec_error',
-    'tool_result', 'tool_confirm', 'tool_skipped', 'tool_deduped', 'schema_returned', 'lagged'];
+    'tool_result', 'tool_confirm', 'tool_skipped', 'tool_deduped', 'schema_returned', 'lagged', 'secret_request'];
   const MAX_ROWS = 200;   // call rows per session
   const MAX_EVENTS = 50;  // live events listed per session
 
@@ -114,14 +114,25 @@
         el('span', { class: 'note', role: 'status' }))));
   }
 
+  // answerFields: a text area for ask_user; for store_secret a hidden
+  // value field and the proposed origins, each of which may be unticked.
+  function answerFields(p) {
+    if (!p.secret) return [el('textarea', { class: 'answer-text', rows: 2, required: true, ariaLabel: 'Answer' })];
+    const boxes = (p.origins || []).map((o) => el('label', {},
+      el('input', { type: 'checkbox', class: 'origin', value: o, checked: true }), ' ', el('code', { text: o })));
+    return [el('fieldset', { class: 'origins' }, el('legend', { text: 'May be sent only to' }), ...boxes),
+      el('input', { type: 'password', class: 'answer-text', required: true, autocomplete: 'off', ariaLabel: 'Secret value' })];
+  }
+
   function addQuestion(p) {
     if (q(pendingSel('questions', p.session, p.call_id))) return;
-    q('#questions').append(el('li', { class: 'question', 'data-session': p.session, 'data-call-id': p.call_id,
-      'data-turn': String(p.turn) },
+    const attrs = { class: 'question', 'data-session': p.session, 'data-call-id': p.call_id, 'data-turn': String(p.turn) };
+    if (p.secret) attrs['data-secret'] = p.secret;
+    q('#questions').append(el('li', attrs,
       what(p),
       el('p', { class: 'question-text', text: p.question }),
       el('form', { class: 'answer-form' },
-        el('textarea', { class: 'answer-text', rows: 2, required: true, ariaLabel: 'Answer' }),
+        ...answerFields(p),
         el('button', { type: 'submit', class: 'answer', text: 'Answer' }),
         el('span', { class: 'note', role: 'status' }))));
   }
@@ -195,7 +206,19 @@
     const btn = q('button.answer', form);
     const note = q('.note', form);
     btn.disabled = true;
-    const res = await post(callURL(li, 'answer'), { text: q('.answer-text', form).value });
+    const answer = { text: q('.answer-text', form).value };
+    if (li.dataset.secret) {
+      const boxes = [...form.querySelectorAll('input.origin')];
+      const kept = boxes.filter((b) => b.checked).map((b) => b.value);
+      if (boxes.length > 0 && kept.length === 0) {
+        note.textContent = 'keep at least one origin, or let the question time out';
+        btn.disabled = false;
+        return;
+      }
+      if (kept.length < boxes.length) answer.origins = kept;
+    }
+    const res = await post(callURL(li, 'answer'), answer);
+    if (res.ok && li.dataset.secret) q('.answer-text', form).value = '';
     note.textContent = res.ok ? 'answered' : (res.error || `failed (${res.status})`);
     if (res.ok) li.dataset.answered = 'answered';
     else btn.disabled = false;
@@ -218,6 +241,9 @@
         removePending('confirms', ev.session, ev.call_id);
         setStatus(callRow(ev, true), 'running');
         if (ev.tool === 'ask_user') refreshPending();
+        break;
+      case 'secret_request':
+        refreshPending();
         break;
       case 'tool_skipped':
       case 'tool_deduped':

@@ -24,3 +24,9 @@ type Replies interface {
 	// ClientResult hands back the result of a client tool's call.
 	ClientResult(ctx context.Context, session, callID string, content string, isError bool) error
 }
+
+// SecretReplies is implemented by a Replies that can answer store_secret
+// with the origins the human kept (a subset of those asked about).
+type SecretReplies interface {
+	AnswerSecret(ctx context.Context, session, callID, value string, origins []string) error
+}

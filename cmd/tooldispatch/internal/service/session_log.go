@@ -6,11 +6,17 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
 )
 
 // askUserTool is the interactive tool whose running calls wait for an
 // answer from the API.
 const askUserTool = "ask_user"
+
+// storeSecretTool is the tool that asks for a secret value with a
+// secret_request event; its arguments propose the origins.
+const storeSecretTool = "store_secret"
 
 // maxSummaryCalls bounds how many calls of one turn a summary keeps.
 const maxSummaryCalls = 100
@@ -40,7 +46,8 @@ type PendingConfirm struct {
 	seq uint64
 }
 
-// PendingQuestion is a running ask_user call that waits for an answer.
+// PendingQuestion is a running ask_user or store_secret call that waits
+// for an answer.
 type PendingQuestion struct {
 	Session  string    `json:"session"`
 	Run      string    `json:"run"`
@@ -49,6 +56,12 @@ type PendingQuestion struct {
 	Tool     string    `json:"tool"`
 	Question string    `json:"question"`
 	Since    time.Time `json:"since"`
+	// Secret is the name of the secret asked for (store_secret): the
+	// answer is its value, never shown.
+	Secret string `json:"secret,omitempty"`
+	// Origins are the origins the secret would be sent to, as proposed;
+	// an answer may keep fewer ("origins" of the answer).
+	Origins []string `json:"origins,omitempty"`
 
 	seq uint64
 }
@@ -171,10 +184,16 @@ func (s *sessionLog) track(ev *messages.Event, recentTurns int) {
 	c := s.call(ev, since, recentTurns)
 	switch ev.GetKind() {
 	case actors.EventToolCall:
-		if ev.GetTool() == askUserTool {
+		if ev.GetTool() == askUserTool || ev.GetTool() == storeSecretTool {
 			s.askArgs[ev.GetCallId()] = ev.GetArguments()
 		}
 		setState(c, StateChecking, "")
+	case toolkit.QuestionSecret:
+		s.questions[ev.GetCallId()] = &pendingQuestion{ev: ev, PendingQuestion: PendingQuestion{
+			Session: ev.GetSession(), Run: ev.GetRun(), Turn: ev.GetTurn(), CallID: ev.GetCallId(),
+			Tool: ev.GetTool(), Question: ev.GetText(), Since: since, seq: ev.GetSeq(),
+			Secret: ev.GetArguments(), Origins: proposedOrigins(s.askArgs[ev.GetCallId()]),
+		}}
 	case actors.EventToolConfirm:
 		s.pending[ev.GetCallId()] = &pendingConfirm{ev: ev, PendingConfirm: PendingConfirm{
 			Session: ev.GetSession(), Run: ev.GetRun(), Turn: ev.GetTurn(), CallID: ev.GetCallId(),
@@ -273,6 +292,23 @@ func eventTime(ev *messages.Event) time.Time {
 		return time.Unix(0, ns).UTC()
 	}
 	return time.Now().UTC()
+}
+
+// proposedOrigins takes the origins out of store_secret's arguments,
+// normalised as store_secret does; none when they do not parse (the tool
+// refuses such a call before asking).
+func proposedOrigins(args string) []string {
+	var a struct {
+		Origins []string `json:"origins"`
+	}
+	if json.Unmarshal([]byte(args), &a) != nil {
+		return nil
+	}
+	out, err := secrets.ParseOrigins(a.Origins)
+	if err != nil {
+		return nil
+	}
+	return out
 }
 
 // questionText takes the question out of ask_user's arguments; arguments

@@ -42,6 +42,9 @@ type (
 	}
 	answerRequest struct {
 		Text *string `json:"text"`
+		// Origins narrows a store_secret answer to these of the origins
+		// asked about; empty keeps them all.
+		Origins []string `json:"origins"`
 	}
 	clientResultRequest struct {
 		Content *string `json:"content"`
