@@ -6,11 +6,16 @@
 // key file in the data directory, created with mode 0600 on first use, and
 // are stored in the "secrets" namespace of a cachestore.Store. The model
 // never sees a value: it refers to one by name as ${secret:NAME}, which
-// http_request resolves at call time (Store.Resolve). A Redactor replaces
+// http_request resolves at call time (Store.Resolve) for one origin. Each
+// secret is bound to origins (scheme://host:port): those the human
+// confirmed with store_secret, stored with the value, and those the
+// operator bound (Store.Bind). A reference in a request to any other
+// origin is refused before anything is sent; a secret bound to no origin
+// (as every secret stored before origins existed) is sent nowhere. A Redactor replaces
 // every known value, and its URL-encoded, JSON-escaped and base64 forms, with
 // [secret:NAME]; the dispatcher applies it to every tool message and event
 // text.
 //
 // No value ever appears in a log line or an error message of this package.
-// It knows nothing of actors, of the dispatcher or of HTTP.
+// It knows URL origins, but nothing of actors, of the dispatcher or of HTTP.
 package secrets

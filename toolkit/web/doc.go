@@ -22,7 +22,12 @@
 // says what it cut.
 //
 // http_request resolves ${secret:NAME} references from a secrets.Store at
-// call time and redacts secret values from its own results and errors.
+// call time, for the origin of the URL as written (a reference in the
+// scheme, user or host is refused), so a secret not bound to that origin
+// stops the request before it is sent; a request that carries one follows
+// redirects only within its origin. It redacts secret values from its own
+// results and errors. The APIs of the configuration bind their secrets to
+// their origins.
 //
 // The package knows nothing of actors or of how the cache is stored; the
 // embedding program wires a cachestore.Store in with CacheFromStore.

@@ -32,7 +32,7 @@ var methods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS
 const httpRequestSchema = `{
   "type": "object",
   "properties": {
-    "method": {"type": "string", "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"], "description": "HTTP method (default GET). GET and HEAD run without approval; every other method needs the user's approval."},
+    "method": {"type": "string", "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"], "description": "HTTP method (default GET). GET and HEAD without a body or method-override header run without approval; everything else needs the user's approval."},
     "url": {"type": "string", "minLength": 1, "maxLength": 8192, "description": "The http(s) URL. May contain ${secret:NAME} references (put into the URL query-escaped)."},
     "headers": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 50, "description": "Request headers. Values may contain ${secret:NAME}, e.g. {\"Authorization\": \"Bearer ${secret:GITHUB_TOKEN}\"}."},
     "body": {"type": "string", "maxLength": 1048576, "description": "Request body (e.g. JSON text; set Content-Type in headers). May contain ${secret:NAME}."},
@@ -46,8 +46,9 @@ func (w *Web) httpRequestTool() toolkit.Tool {
 	return toolkit.Tool{
 		Name: HTTPRequestName,
 		Description: "Send an HTTP request (any method, headers, body) and return the status, main headers and body. " +
-			"Reference stored credentials as ${secret:NAME} in the url, headers or body; they are filled in at call " +
-			"time and never shown. GET and HEAD are read-only; other methods need the user's approval. " +
+			"Reference stored credentials as ${secret:NAME} in the url path or query, headers or body; they are filled in at call " +
+			"time, never shown, and only sent to the origins each secret is bound to. GET and HEAD without a body or " +
+			"method-override header are read-only; anything else needs the user's approval. " +
 			"GET results without credentials are cached for 30 minutes in this session. For reading web pages use fetch_page; " +
 			"for the APIs the operator set up, see public_api_list.",
 		Schema:       json.RawMessage(httpRequestSchema),
