@@ -52,6 +52,8 @@ var configKeyRows = []configKeyRow{
 		TestToolsCommandHonoursConfigExclude(t)
 	}},
 	{key: "secrets.key_file", effect: testConfigSecretsKeyFile},
+	{key: "secrets.bind.name", effect: TestConfigBindsSecrets},
+	{key: "secrets.bind.origins", effect: TestConfigBindsSecrets},
 
 	// [web]: web.Register(web.Deps{Config: cfg.Web}); effects in toolkit/web tests.
 	{key: "web.search_url", wiredTo: "web.Register: search_web's backend (toolkit/web search_test.go)"},
@@ -69,6 +71,7 @@ var configKeyRows = []configKeyRow{
 	{key: "web.apis.docs_url", wiredTo: "web.Register: public_api_list (toolkit/web apis_test.go)"},
 	{key: "web.apis.auth_header", wiredTo: "web.Register: header added to requests under base_url (toolkit/web apis_test.go)"},
 	{key: "web.apis.auth_value", wiredTo: "web.Register: its value, ${secret:…} resolved (toolkit/web apis_test.go)"},
+	{key: "web.apis.origins", effect: TestConfigBindsSecrets},
 
 	// [[mcp.servers]]: mcp.NewManager(reg, cfg.MCP.Servers); effects in toolkit/mcp tests.
 	{key: "mcp.servers.name", wiredTo: "mcp.NewManager: tool prefix mcp__<name>__ (toolkit/mcp stdio_test.go)"},
