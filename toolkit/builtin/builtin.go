@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/sandbox"
 )
 
 // Sentinel errors of the package; match them with errors.Is.
@@ -38,6 +39,9 @@ type Deps struct {
 	// Shell allows run_command's shell mode (a command line run by
 	// /bin/sh -c). Without it, argv mode only.
 	Shell bool
+	// Sandbox confines run_command's programs (see package sandbox). When
+	// nil, commands run with every right of the embedding process.
+	Sandbox *sandbox.Sandbox
 	// OutputCap is how many bytes of output run_command keeps (head and
 	// tail); zero means DefaultOutputCap.
 	OutputCap int

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/internal/procgroup"
+	"github.com/tooldispatch/tooldispatch/toolkit/sandbox"
 )
 
 const (
@@ -40,13 +41,14 @@ var errCommandTimeout = errors.New("timeout_ms reached")
 type commandRunner struct {
 	// immutable after commandTool
 	ws        *Workspace
+	sandbox   *sandbox.Sandbox
 	shell     bool
 	outputCap int
 	log       zerolog.Logger
 }
 
 func commandTool(d Deps) toolkit.Tool {
-	r := &commandRunner{ws: d.Workspace, shell: d.Shell, outputCap: d.OutputCap, log: d.Logger}
+	r := &commandRunner{ws: d.Workspace, sandbox: d.Sandbox, shell: d.Shell, outputCap: d.OutputCap, log: d.Logger}
 	shellNote := "Shell mode is disabled on this host: use argv."
 	if d.Shell {
 		shellNote = "Give argv, or shell for a command line that needs pipes or redirections."
@@ -193,6 +195,9 @@ func (r *commandRunner) runProcess(ctx context.Context, argv []string, dir strin
 	// Bounds how long Wait waits for the stdin copy when a survivor keeps
 	// the pipe open.
 	cmd.WaitDelay = killGrace
+	if err := r.sandbox.Wrap(cmd); err != nil {
+		return nil, nil, false, err
+	}
 
 	pr, pw, err := os.Pipe()
 	if err != nil {
