@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/sandbox"
 )
 
 // Name prefixes of the tools this package builds.
@@ -61,6 +62,10 @@ var shortName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 type Config struct {
 	Script ScriptConfig `toml:"script"`
 	Ext    ExtConfig    `toml:"ext"`
+	// Sandbox confines the programs of script tools (see package
+	// sandbox); it is not part of the file. When nil, they run with every
+	// right of the embedding process.
+	Sandbox *sandbox.Sandbox `toml:"-"`
 }
 
 // ScriptConfig is the [script] table.

@@ -55,7 +55,7 @@ func Register(reg *toolkit.Registry, cfg Config, workspaceDir string, logger zer
 
 	for _, spec := range cfg.Script.Tools {
 		origin := Origin{Trusted: true}
-		t, err := NewScriptTool(spec, origin, workspaceDir, log)
+		t, err := NewScriptTool(spec, origin, workspaceDir, cfg.Sandbox, log)
 		if err != nil {
 			return nil, err
 		}
@@ -88,7 +88,7 @@ func Register(reg *toolkit.Registry, cfg Config, workspaceDir string, logger zer
 			}
 			origin := Origin{Path: m.Path, Trusted: m.Trusted, InWorkspace: inWS}
 			for _, spec := range m.Tools {
-				t, err := NewScriptTool(spec, origin, workspaceDir, log)
+				t, err := NewScriptTool(spec, origin, workspaceDir, cfg.Sandbox, log)
 				if err != nil {
 					return nil, err
 				}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/internal/procgroup"
+	"github.com/tooldispatch/tooldispatch/toolkit/sandbox"
 )
 
 const (
@@ -65,7 +66,10 @@ func (o Origin) String() string {
 // stdout is the result. A non-zero exit is an error carrying the tail of
 // stderr; on timeout or cancellation the whole group is killed (SIGTERM,
 // then SIGKILL). ReadOnly is spec.ReadOnly only when origin is trusted.
-func NewScriptTool(spec ToolSpec, origin Origin, workspaceDir string, logger zerolog.Logger) (toolkit.Tool, error) {
+// When sb is not nil the program runs confined by it; a program declared
+// outside the workspace may read and execute its own file (only that
+// file: not its directory, which may hold the configuration).
+func NewScriptTool(spec ToolSpec, origin Origin, workspaceDir string, sb *sandbox.Sandbox, logger zerolog.Logger) (toolkit.Tool, error) {
 	if err := spec.Validate(); err != nil {
 		if ce, ok := err.(*ConfigError); ok && origin.Path != "" {
 			ce.File = origin.Path
@@ -105,6 +109,8 @@ func NewScriptTool(spec ToolSpec, origin Origin, workspaceDir string, logger zer
 		env:       spec.Env,
 		timeout:   effectiveTimeout(spec.Timeout),
 		maxOut:    orDefault(spec.MaxOutput, DefaultMaxOutput),
+		sandbox:   sb,
+		ownFile:   !origin.InWorkspace,
 		log:       logger,
 	}
 	desc := spec.Description
@@ -146,6 +152,8 @@ type runner struct {
 	env       map[string]string
 	timeout   time.Duration
 	maxOut    int
+	sandbox   *sandbox.Sandbox
+	ownFile   bool // the sandbox lets the program read its own file
 	log       zerolog.Logger
 }
 
@@ -168,6 +176,13 @@ func (r *runner) run(ctx context.Context, c *toolkit.Call) (toolkit.Result, erro
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = killGrace
+	var own []string
+	if r.ownFile && cmd.Err == nil {
+		own = append(own, cmd.Path)
+	}
+	if err := r.sandbox.Wrap(cmd, own...); err != nil {
+		return toolkit.Result{}, fmt.Errorf("%s: %w", r.name, err)
+	}
 
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
