@@ -14,6 +14,7 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 	"github.com/tooldispatch/tooldispatch/toolkit/mcp"
+	"github.com/tooldispatch/tooldispatch/toolkit/sandbox"
 	"github.com/tooldispatch/tooldispatch/toolkit/script"
 	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
 	"github.com/tooldispatch/tooldispatch/toolkit/web"
@@ -38,6 +39,8 @@ type fileConfig struct {
 	Chaos *chaos.Policy `toml:"chaos"`
 	// Dispatcher holds defaults of the dispatcher ([dispatcher]).
 	Dispatcher dispatcherConfig `toml:"dispatcher"`
+	// Sandbox confines run_command and script tools ([sandbox]).
+	Sandbox sandbox.Config `toml:"sandbox"`
 }
 
 type secretsConfig struct {
@@ -163,6 +166,9 @@ func (c *fileConfig) validate() error {
 		errs = append(errs, err)
 	}
 	if err := (script.Config{Script: c.Script, Ext: c.Ext}).Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Sandbox.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Chaos != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/tooldispatch/tooldispatch/toolkit/interact"
 	"github.com/tooldispatch/tooldispatch/toolkit/mcp"
 	"github.com/tooldispatch/tooldispatch/toolkit/memory"
+	"github.com/tooldispatch/tooldispatch/toolkit/sandbox"
 	"github.com/tooldispatch/tooldispatch/toolkit/script"
 	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
 	"github.com/tooldispatch/tooldispatch/toolkit/web"
@@ -73,6 +74,7 @@ type toolset struct {
 	memory  *memory.Memory
 	web     *web.Web
 	mcp     *mcp.Manager
+	sandbox *sandbox.Sandbox
 }
 
 // registerTools fills reg with the meta tools, the built-in tools, the web
@@ -83,13 +85,24 @@ func registerTools(reg *toolkit.Registry, ws *builtin.Workspace, store cachestor
 	ts := &toolset{reg: reg}
 	versions := builtin.StoreVersions(store)
 	toolkit.RegisterMeta(reg)
-	builtin.Register(reg, builtin.Deps{Workspace: ws, Versions: versions, Shell: o.shell, Logger: log})
 	keyFile := cfg.Secrets.KeyFile
 	if keyFile == "" {
 		keyFile = filepath.Join(dataDir, "secret.key")
 	}
+	configFile := o.config
+	if configFile == "" {
+		configFile = os.Getenv(configEnv)
+	}
+	sb, err := sandbox.New(cfg.Sandbox, sandbox.Options{Workspace: ws.Dir(),
+		Protected: []string{dataDir, keyFile, configFile}, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("the sandbox: %w", err)
+	}
+	ts.sandbox = sb
+	builtin.Register(reg, builtin.Deps{Workspace: ws, Versions: versions, Shell: o.shell, Sandbox: sb, Logger: log})
 	sec, err := secrets.Open(store, keyFile, log)
 	if err != nil {
+		ts.close()
 		return nil, fmt.Errorf("opening the secrets: %w", err)
 	}
 	ts.secrets = sec
@@ -102,7 +115,7 @@ func registerTools(reg *toolkit.Registry, ws *builtin.Workspace, store cachestor
 	ts.memory = memory.New(store, ws.Dir())
 	ts.memory.Register(reg)
 	interact.Register(reg, interact.Deps{Workspace: ws, Versions: versions})
-	regd, err := script.Register(reg, script.Config{Script: cfg.Script, Ext: cfg.Ext}, ws.Dir(), log)
+	regd, err := script.Register(reg, script.Config{Script: cfg.Script, Ext: cfg.Ext, Sandbox: sb}, ws.Dir(), log)
 	if err != nil {
 		ts.close()
 		return nil, fmt.Errorf("script tools: %w", err)
@@ -141,6 +154,7 @@ func (ts *toolset) close() {
 	if ts.web != nil {
 		ts.web.Close()
 	}
+	_ = ts.sandbox.Close()
 }
 
 // openStore opens the Badger store in dir, creating the directory when
