@@ -53,6 +53,9 @@ func commandTool(d Deps) toolkit.Tool {
 	if d.Shell {
 		shellNote = "Give argv, or shell for a command line that needs pipes or redirections."
 	}
+	if note := d.Sandbox.Describe(); note != "" {
+		shellNote += " " + note
+	}
 	return toolkit.Tool{
 		Name: "run_command",
 		Description: "Run a program in the workspace and return its exit code and output (stdout and stderr " +

@@ -173,6 +173,20 @@ func New(cfg Config, o Options) (*Sandbox, error) {
 // Status reports what commands get.
 func (s *Sandbox) Status() Status { return s.status }
 
+// Describe tells a model, in one sentence, what a confined command may
+// do; "" when commands are not confined.
+func (s *Sandbox) Describe() string {
+	if s == nil || !s.status.Confined {
+		return ""
+	}
+	net := "no network"
+	if s.cfg.Network {
+		net = "network access"
+	}
+	return "It runs sandboxed: it may read system directories and the workspace, write only in the workspace " +
+		"and $TMPDIR (a private directory, also $HOME; /tmp is not writable), and has " + net + "."
+}
+
 // report logs, once, what commands get.
 func (s *Sandbox) report() {
 	st := s.status
