@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -295,7 +296,8 @@ func (s *Sandbox) tempDir() (string, error) {
 			return s.tmp, nil
 		}
 	}
-	dir, err := os.MkdirTemp(s.tempBase, "tooldispatch-sandbox-")
+	sweep(s.tempBase)
+	dir, err := os.MkdirTemp(s.tempBase, tempPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return "", fmt.Errorf("sandbox: making the private temp directory: %w", err)
 	}
@@ -305,6 +307,31 @@ func (s *Sandbox) tempDir() (string, error) {
 	}
 	s.tmp = dir
 	return dir, nil
+}
+
+// tempPrefix starts the name of a private temp directory, followed by the
+// owner's process id.
+const tempPrefix = "tooldispatch-sandbox-"
+
+// sweep removes the private temp directories of processes that are gone
+// (killed before Close).
+func sweep(base string) {
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), tempPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			continue
+		}
+		_ = removeAll(filepath.Join(base, e.Name()))
+	}
 }
 
 // policy is what the helper applies.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -184,5 +185,34 @@ func TestNetNamespace(t *testing.T) {
 		if ok && name != "lo" {
 			t.Fatalf("interface %s visible in the sandbox:\n%s", name, out)
 		}
+	}
+}
+
+// TestStaleTempDirsSwept: the private temp directory of a process that is
+// gone (killed before Close) is removed when the next one is made; one of
+// a running process stays.
+func TestStaleTempDirsSwept(t *testing.T) {
+	base := t.TempDir()
+	ws := t.TempDir()
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(base, tempPrefix+strconv.Itoa(gone.Process.Pid)+"-1")
+	live := filepath.Join(base, tempPrefix+strconv.Itoa(os.Getppid())+"-2")
+	for _, d := range []string{filepath.Join(stale, "sub"), live} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sb := confined(t, Config{}, Options{Workspace: ws, TempBase: base})
+	if out, err := run(t, sb, ws, "true"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stale temp dir kept: %v", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Fatalf("a running process's temp dir was removed: %v", err)
 	}
 }
