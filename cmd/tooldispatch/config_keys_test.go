@@ -112,6 +112,12 @@ var configKeyRows = []configKeyRow{
 	{key: "ext.tools.max_output", wiredTo: "script.Register: output cap (toolkit/script)"},
 	{key: "ext.tools.example", wiredTo: "script.Register: test_tool's example (toolkit/interact)"},
 
+	// [sandbox]: sandbox.New(cfg.Sandbox, …) in registerTools, handed to run_command and script tools.
+	{key: "sandbox.network", effect: TestRunCommandSandboxedEndToEnd},
+	{key: "sandbox.read", wiredTo: "sandbox.New: more read-only paths (toolkit/builtin TestRunCommandSandboxListedPaths)"},
+	{key: "sandbox.write", wiredTo: "sandbox.New: more writable paths (toolkit/builtin TestRunCommandSandboxListedPaths)"},
+	{key: "sandbox.required", wiredTo: "sandbox.New: commands refused without a sandbox (toolkit/builtin TestRunCommandSandboxRequired, toolkit/sandbox TestProtectedInsideAllowedTree)"},
+
 	// [chaos]: actors.Config.Chaos (openStack); effects in toolkit/chaos tests and TestChaosPlanMatchesRunAndReport.
 	{key: "chaos.seed", wiredTo: "actors.Config.Chaos: fault draws (toolkit/chaos)"},
 	{key: "chaos.rules.tools", wiredTo: "actors.Config.Chaos: which tools a rule hits (toolkit/chaos)"},
