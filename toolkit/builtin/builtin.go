@@ -17,6 +17,9 @@ var (
 	// ErrOutsideWorkspace: a path leads out of the workspace (a ".." escape,
 	// an absolute path elsewhere, or a symlink that points outside).
 	ErrOutsideWorkspace = errors.New("builtin: path is outside the workspace")
+	// ErrProtected: a path leads to one of tooldispatch's own files (the
+	// data directory, the secret key, the configuration; see WithProtected).
+	ErrProtected = errors.New("builtin: path is one of tooldispatch's own files")
 	// ErrVersionNotFound: the file has no kept version with that number.
 	ErrVersionNotFound = errors.New("builtin: version not found")
 )

@@ -348,6 +348,9 @@ func (f *fileTools) findFiles(ctx context.Context, c *toolkit.Call) (toolkit.Res
 		return toolkit.Result{}, &fileError{path: base, what: "is not a directory"}
 	}
 
+	// Entries are checked against tooldispatch's own files by where they
+	// really are: below the resolved base, the walk follows no symlinks.
+	realBase, own := f.ws.realPath(base), f.ws.ProtectedPaths()
 	var matches []string
 	total, visited, unreadable := 0, 0, 0
 	stopped := false
@@ -370,17 +373,17 @@ func (f *fileTools) findFiles(ctx context.Context, c *toolkit.Call) (toolkit.Res
 			stopped = true
 			return fs.SkipAll
 		}
-		if d.IsDir() {
-			if p != base && (d.Name() == ".git" || d.Name() == dataDir) {
-				return fs.SkipDir
-			}
-			return nil
-		}
 		rel := p
 		if base != "." {
 			rel = strings.TrimPrefix(p, base+"/")
 		}
-		if matchSegments(segs, strings.Split(rel, "/")) {
+		if d.IsDir() {
+			if p != base && (d.Name() == ".git" || d.Name() == dataDir || f.ws.ownPath(own, realBase, rel, d)) {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if matchSegments(segs, strings.Split(rel, "/")) && !f.ws.ownPath(own, realBase, rel, d) {
 			total++
 			if len(matches) < maxResults {
 				matches = append(matches, p)

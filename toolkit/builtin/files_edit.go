@@ -59,7 +59,7 @@ func (f *fileTools) editFile(ctx context.Context, c *toolkit.Call) (toolkit.Resu
 	if err != nil {
 		return toolkit.Result{}, err
 	}
-	if err := checkWritable(rel); err != nil {
+	if err := f.ws.CheckWrite(rel); err != nil {
 		return toolkit.Result{}, err
 	}
 	_, hasContent := c.Args.Value["content"]
@@ -217,7 +217,7 @@ func (f *fileTools) removeFile(ctx context.Context, c *toolkit.Call) (toolkit.Re
 	if err != nil {
 		return toolkit.Result{}, err
 	}
-	if err := checkWritable(rel); err != nil {
+	if err := f.ws.CheckWrite(rel); err != nil {
 		return toolkit.Result{}, err
 	}
 	if rel == "." {
@@ -283,7 +283,7 @@ func (f *fileTools) restoreFile(ctx context.Context, c *toolkit.Call) (toolkit.R
 	if err != nil {
 		return toolkit.Result{}, err
 	}
-	if err := checkWritable(rel); err != nil {
+	if err := f.ws.CheckWrite(rel); err != nil {
 		return toolkit.Result{}, err
 	}
 	vs, err := f.versions.ListFileVersions(ctx, f.ws.Dir(), rel)

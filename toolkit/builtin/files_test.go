@@ -255,8 +255,13 @@ func TestDataDirIsNotChanged(t *testing.T) {
 	if got, _ := e.read(".tooldispatch/MANIFEST"); got != "db" {
 		t.Fatalf("data file changed: %q", got)
 	}
+	// Reading it is refused too: an old data directory holds a store and a
+	// secret key.
 	out, err := e.call("read_files", `{"paths":[".tooldispatch/MANIFEST"]}`)
-	wantContent(t, out, err, "     1\tdb")
+	wantErr(t, err, "tooldispatch's own files")
+	if strings.Contains(out, "db") {
+		t.Fatalf("read_files shows the data file: %q", out)
+	}
 }
 
 func TestFileHistory(t *testing.T) {

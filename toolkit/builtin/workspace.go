@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -23,16 +25,24 @@ const (
 // refused when the file is opened, which also defeats a symlink swapped in
 // between a check and the use.
 //
+// tooldispatch's own files (WithProtected, and an old data directory in
+// .tooldispatch) are refused by any path: every path is resolved and
+// checked before use, and what was opened is checked again (device and
+// inode, and where /proc says it is). A file with more than one hard link
+// is never written, since the write would change it under its other names.
+//
 // A Workspace is safe for concurrent use.
 type Workspace struct {
 	// immutable after OpenWorkspace
 	dir   string   // absolute, symlinks resolved
 	given string   // absolute as given; may reach dir through symlinks
 	root  *os.Root // every file operation goes through it
+
+	protect protectedSet // tooldispatch's own paths; the list is fixed after OpenWorkspace
 }
 
 // OpenWorkspace opens the directory dir as a workspace. Close it when done.
-func OpenWorkspace(dir string) (*Workspace, error) {
+func OpenWorkspace(dir string, opts ...WorkspaceOption) (*Workspace, error) {
 	given, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("builtin: workspace %s: %w", dir, err)
@@ -45,7 +55,12 @@ func OpenWorkspace(dir string) (*Workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("builtin: workspace %s: %w", dir, err)
 	}
-	return &Workspace{dir: resolved, given: given, root: root}, nil
+	w := &Workspace{dir: resolved, given: given, root: root}
+	w.protect.add(filepath.Join(resolved, dataDir), false)
+	for _, o := range opts {
+		o(w)
+	}
+	return w, nil
 }
 
 // Close releases the workspace's directory handle.
@@ -103,8 +118,12 @@ func (w *Workspace) abs(rel string) string {
 	return filepath.Join(w.dir, filepath.FromSlash(rel))
 }
 
-// stat follows symlinks (inside the workspace only).
+// stat follows symlinks (inside the workspace only). tooldispatch's own
+// files are refused.
 func (w *Workspace) stat(rel string) (fs.FileInfo, error) {
+	if err := w.guard(rel); err != nil {
+		return nil, err
+	}
 	fi, err := w.root.Stat(rel)
 	return fi, w.fileErr(rel, err)
 }
@@ -114,9 +133,21 @@ func (w *Workspace) lstat(rel string) (fs.FileInfo, error) {
 	return fi, w.fileErr(rel, err)
 }
 
+// open opens rel for reading; tooldispatch's own files are refused, before
+// and after opening.
 func (w *Workspace) open(rel string) (*os.File, error) {
+	if err := w.guard(rel); err != nil {
+		return nil, err
+	}
 	f, err := w.root.Open(rel)
-	return f, w.fileErr(rel, err)
+	if err != nil {
+		return nil, w.fileErr(rel, err)
+	}
+	if err := w.guardOpened(rel, f, false); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // fsys is the workspace as an fs.FS, for walking.
@@ -158,18 +189,31 @@ func (w *Workspace) readAll(rel string, limit int64) (data []byte, exists bool, 
 
 // writeFile replaces the content of rel, creating it and its parent
 // directories when needed. An existing file keeps its mode; a symlink inside
-// the workspace is written through.
+// the workspace is written through. tooldispatch's own files and files with
+// more than one hard link are refused; the file is truncated only after
+// the opened file passed those checks.
 func (w *Workspace) writeFile(rel string, data []byte) error {
 	if rel == "." {
 		return &fileError{path: rel, what: "is the workspace directory", err: syscall.EISDIR}
+	}
+	if err := w.guard(rel); err != nil {
+		return err
 	}
 	if dir := path.Dir(rel); dir != "." {
 		if err := w.root.MkdirAll(dir, newDirMode); err != nil {
 			return w.fileErr(dir, err)
 		}
 	}
-	f, err := w.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, newFileMode)
+	f, err := w.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE, newFileMode)
 	if err != nil {
+		return w.fileErr(rel, err)
+	}
+	if err := w.guardOpened(rel, f, true); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
 		return w.fileErr(rel, err)
 	}
 	if _, err := f.Write(data); err != nil {
@@ -179,16 +223,50 @@ func (w *Workspace) writeFile(rel string, data []byte) error {
 	return w.fileErr(rel, f.Close())
 }
 
-// remove deletes a file (never a directory).
+// remove deletes a file (never a directory). tooldispatch's own files and
+// files with more than one hard link are refused. The name is removed
+// from its directory as opened and checked, so a symlink swapped in for a
+// parent directory after the checks cannot redirect it.
 func (w *Workspace) remove(rel string) error {
-	fi, err := w.lstat(rel)
-	if err != nil {
+	if err := w.guard(rel); err != nil {
 		return err
 	}
-	if fi.IsDir() {
-		return &fileError{path: rel, what: "is a directory; remove_file removes files only", err: syscall.EISDIR}
+	if rel == "." {
+		return &fileError{path: rel, what: "is the workspace directory", err: syscall.EISDIR}
 	}
-	return w.fileErr(rel, w.root.Remove(rel))
+	dir, base := path.Split(rel)
+	if dir == "" {
+		dir = "."
+	}
+	d, err := w.root.Open(dir)
+	if err != nil {
+		return w.fileErr(rel, err)
+	}
+	defer d.Close()
+	if p, ok := fdPath(d); ok && w.protect.covers(p) {
+		return &protectedError{path: rel}
+	}
+	fd := int(d.Fd())
+	var st unix.Stat_t
+	if err := unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return w.fileErr(rel, &fs.PathError{Op: "remove", Path: rel, Err: err})
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return &fileError{path: rel, what: "is a directory; remove_file removes files only", err: syscall.EISDIR}
+	case unix.S_IFREG:
+		id := fileID{dev: uint64(st.Dev), ino: st.Ino}
+		if w.protect.hasID(id, st.Nlink > 1) {
+			return &protectedError{path: rel}
+		}
+		if st.Nlink > 1 {
+			return hardLinkError(rel, uint64(st.Nlink))
+		}
+	}
+	if err := unix.Unlinkat(fd, base, 0); err != nil {
+		return w.fileErr(rel, &fs.PathError{Op: "remove", Path: rel, Err: err})
+	}
+	return nil
 }
 
 // fileErr turns an error of an os.Root operation into one that names the
@@ -199,6 +277,10 @@ func (w *Workspace) fileErr(rel string, err error) error {
 	}
 	var oe *outsideError
 	if errors.As(err, &oe) {
+		return err
+	}
+	var pre *protectedError
+	if errors.As(err, &pre) {
 		return err
 	}
 	if escapes(err) {
