@@ -235,6 +235,14 @@ func (w *Workspace) CheckWrite(rel string) error {
 	return nil
 }
 
+// CheckOpened checks a file f just opened for writing at the cleaned
+// workspace-relative path rel by a writer that opens files itself (a
+// download's temporary file): it must not be, or lie in, one of
+// tooldispatch's own files or directories, nor have other names.
+func (w *Workspace) CheckOpened(rel string, f *os.File) error {
+	return w.guardOpened(rel, f, true)
+}
+
 // guardOpened checks a file just opened for rel: it must not be one of
 // tooldispatch's own files under another name (a hard link, or a symlink
 // swapped in after guard), and a file opened for writing must have no

@@ -36,7 +36,8 @@ type wsFiles struct {
 }
 
 // clean checks a path a call will write: inside the workspace, not the
-// workspace itself, not in the data directory. It returns the cleaned,
+// workspace itself, not one of tooldispatch's own files, not a file with
+// more than one hard link. It returns the cleaned,
 // workspace-relative path.
 func (f *wsFiles) clean(p string) (string, error) {
 	if f.ws == nil {
@@ -51,6 +52,11 @@ func (f *wsFiles) clean(p string) (string, error) {
 		return "", fmt.Errorf("%q is the workspace directory, not a file", p)
 	case rel == dataDir || strings.HasPrefix(rel, dataDir+"/"):
 		return "", fmt.Errorf("%s is inside %s, tooldispatch's data directory; tools do not write there", rel, dataDir)
+	}
+	// tooldispatch's own files by any path, and files with other names
+	// (hard links), are refused before a version is kept.
+	if err := f.ws.CheckWrite(rel); err != nil {
+		return "", err
 	}
 	return rel, nil
 }

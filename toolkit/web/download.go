@@ -84,6 +84,9 @@ func (w *Web) downloadFileRun(ctx context.Context, c *toolkit.Call) (toolkit.Res
 	if rel == dataDir || strings.HasPrefix(rel, dataDir+"/") {
 		return toolkit.Result{}, fmt.Errorf("path %q is inside tooldispatch's data directory; choose another place", given)
 	}
+	if err := w.ws.CheckWrite(rel); err != nil {
+		return toolkit.Result{}, err
+	}
 	rawURL := strings.TrimSpace(c.Args.String("url"))
 	headers, err := headerArgs(c.Args)
 	if err != nil {
@@ -126,6 +129,11 @@ func (w *Web) downloadFileRun(ctx context.Context, c *toolkit.Call) (toolkit.Res
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, downloadFileMode)
 	if err != nil {
 		return toolkit.Result{}, pathError(rel, err)
+	}
+	if err := w.ws.CheckOpened(tmp, f); err != nil {
+		f.Close()
+		root.Remove(tmp)
+		return toolkit.Result{}, err
 	}
 	saved := false
 	defer func() {
