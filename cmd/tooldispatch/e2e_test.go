@@ -274,6 +274,11 @@ func TestToolsCommand(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, dataDirName)); err == nil {
 		t.Errorf("tools created the data directory")
 	}
+	if data, err := defaultDataDir(ws); err != nil {
+		t.Error(err)
+	} else if _, err := os.Stat(data); err == nil {
+		t.Errorf("tools created the data directory %s", data)
+	}
 }
 
 func TestUnreadableInputExitsOne(t *testing.T) {

@@ -21,8 +21,9 @@ const (
 	defaultProvider = "openai"
 	defaultSession  = "default"
 	defaultLogLevel = "warn"
-	// dataDirName is the data directory inside the workspace when --data is
-	// not given.
+	// dataDirName is the data directory inside the workspace that earlier
+	// versions used by default; the file tools still refuse it. The default
+	// is now outside the workspace (defaultDataDir).
 	dataDirName = ".tooldispatch"
 	// defaultAddr is where serve listens.
 	defaultAddr = "127.0.0.1:8723"
@@ -102,7 +103,7 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 	}
 	var workspace, data, logLevel string
 	fs.StringVar(&workspace, "workspace", "", "root `DIR` of every file tool and of run_command (default: the current directory)")
-	fs.StringVar(&data, "data", "", "Badger data `DIR` (default: "+dataDirName+"/ inside the workspace)")
+	fs.StringVar(&data, "data", "", "Badger data `DIR` and secret key (default: $XDG_STATE_HOME or ~/.local/state, then "+stateDirName+"/NAME-HASH for the workspace)")
 	fs.StringVar(&o.provider, "provider", defaultProvider, "model family the turns come from: claude-code, or any other `NAME`")
 	fs.StringVar(&o.approve, "approve", "", "approve calls that change things: `ask|all|none` (default: ask when stdin or /dev/tty is a terminal, none otherwise)")
 	fs.IntVar(&o.maxConcurrency, "max-concurrency", 0, "run at most `N` concurrent tools of a turn at once (default: half the CPU cores, at least 3)")
@@ -202,7 +203,9 @@ func (o *options) finish(e *env, workspace, data, logLevel string) error {
 		return fmt.Errorf("--workspace %s: %w", workspace, err)
 	}
 	if data == "" {
-		data = filepath.Join(o.workspace, dataDirName)
+		if data, err = defaultDataDir(o.workspace); err != nil {
+			return err
+		}
 	}
 	if o.data, err = filepath.Abs(data); err != nil {
 		return fmt.Errorf("--data %s: %w", data, err)

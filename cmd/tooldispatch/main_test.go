@@ -26,7 +26,17 @@ var goleakOptions = []goleak.Option{
 }
 
 func TestMain(m *testing.M) {
+	// Default data directories go to a state directory of this test
+	// binary, never to the developer's own (the binaries the tests start
+	// inherit it).
+	state, err := os.MkdirTemp("", "tooldispatch-state-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_STATE_HOME", state)
 	code := m.Run()
+	os.RemoveAll(state)
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
@@ -70,7 +80,9 @@ func binary(t *testing.T) string {
 }
 
 // exampleWorkspace copies examples/workspace into a temporary directory,
-// so tests that edit files leave the repository alone.
+// so tests that edit files leave the repository alone. A data directory an
+// earlier version left there (.tooldispatch) is not copied: tests never
+// depend on what a previous run left.
 func exampleWorkspace(t *testing.T) string {
 	t.Helper()
 	src := filepath.Join("..", "..", "examples", "workspace")
@@ -84,7 +96,13 @@ func exampleWorkspace(t *testing.T) string {
 			return err
 		}
 		if d.IsDir() {
+			if d.Name() == dataDirName {
+				return filepath.SkipDir
+			}
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {

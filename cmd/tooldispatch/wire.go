@@ -46,9 +46,10 @@ func newLogger(w io.Writer, level zerolog.Level) zerolog.Logger {
 	return zerolog.New(cw).Level(level).With().Timestamp().Logger()
 }
 
-// openWorkspace opens the --workspace directory. A missing directory is a
-// usage error.
-func openWorkspace(dir string) (*builtin.Workspace, error) {
+// openWorkspace opens the --workspace directory, keeping its tools away
+// from the protected paths (tooldispatch's own files, see ownFiles). A
+// missing directory is a usage error.
+func openWorkspace(dir string, protected ...string) (*builtin.Workspace, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return nil, failf(exitUsage, "--workspace: %v", err)
@@ -56,11 +57,31 @@ func openWorkspace(dir string) (*builtin.Workspace, error) {
 	if !fi.IsDir() {
 		return nil, failf(exitUsage, "--workspace %s is not a directory", dir)
 	}
-	ws, err := builtin.OpenWorkspace(dir)
+	ws, err := builtin.OpenWorkspace(dir, builtin.WithProtected(protected...))
 	if err != nil {
 		return nil, failf(exitUsage, "--workspace: %v", err)
 	}
 	return ws, nil
+}
+
+// ownFiles are tooldispatch's own paths, which no tool may read, list or
+// change, wherever they lie: the data directory, the secrets' key file and
+// the operator's configuration file.
+func ownFiles(o *options, cfg *fileConfig) []string {
+	config := o.config
+	if config == "" {
+		config = os.Getenv(configEnv)
+	}
+	return []string{o.data, keyFilePath(cfg, o.data), config}
+}
+
+// keyFilePath is the file of the secrets' key: [secrets] key_file, or
+// secret.key in the data directory.
+func keyFilePath(cfg *fileConfig, dataDir string) string {
+	if cfg.Secrets.KeyFile != "" {
+		return cfg.Secrets.KeyFile
+	}
+	return filepath.Join(dataDir, "secret.key")
 }
 
 // mcpStartTimeout bounds how long start-up waits for MCP servers to list
@@ -85,22 +106,14 @@ func registerTools(reg *toolkit.Registry, ws *builtin.Workspace, store cachestor
 	ts := &toolset{reg: reg}
 	versions := builtin.StoreVersions(store)
 	toolkit.RegisterMeta(reg)
-	keyFile := cfg.Secrets.KeyFile
-	if keyFile == "" {
-		keyFile = filepath.Join(dataDir, "secret.key")
-	}
-	configFile := o.config
-	if configFile == "" {
-		configFile = os.Getenv(configEnv)
-	}
 	sb, err := sandbox.New(cfg.Sandbox, sandbox.Options{Workspace: ws.Dir(),
-		Protected: []string{dataDir, keyFile, configFile}, Logger: log})
+		Protected: ownFiles(o, cfg), Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("the sandbox: %w", err)
 	}
 	ts.sandbox = sb
 	builtin.Register(reg, builtin.Deps{Workspace: ws, Versions: versions, Shell: o.shell, Sandbox: sb, Logger: log})
-	sec, err := secrets.Open(store, keyFile, log)
+	sec, err := secrets.Open(store, keyFilePath(cfg, dataDir), log)
 	if err != nil {
 		ts.close()
 		return nil, fmt.Errorf("opening the secrets: %w", err)
@@ -183,7 +196,13 @@ type stack struct {
 // openStack opens everything run needs. events receives the dispatcher's
 // events (it must not block).
 func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*stack, error) {
-	ws, err := openWorkspace(o.workspace)
+	// The configuration comes first: it names the key file, one of the
+	// paths the workspace keeps its tools away from.
+	cfg, err := loadConfig(o.config, o.workspace, log)
+	if err != nil {
+		return nil, failf(exitUsage, "%v", err)
+	}
+	ws, err := openWorkspace(o.workspace, ownFiles(o, cfg)...)
 	if err != nil {
 		return nil, err
 	}
@@ -194,11 +213,6 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 		return nil, failf(exitFailure, "opening the store in %s: %v", o.data, err)
 	}
 	s.store = store
-	cfg, err := loadConfig(o.config, o.workspace, log)
-	if err != nil {
-		s.close(log)
-		return nil, failf(exitUsage, "%v", err)
-	}
 	policy := cfg.Chaos
 	if o.chaos != "" {
 		if policy, err = chaos.Load(o.chaos); err != nil {
