@@ -458,3 +458,129 @@ func TestAttackPolicyCeiling(t *testing.T) {
 		{name: "excluded tool through run_tool", tool: "run_tool", args: `{"name":"run_command","arguments":{"argv":["touch","pwned.txt"]}}`, approve: "all", want: []string{"unknown_tool", "error"}},
 	})
 }
+
+// newOwnFilesEnv: built-in tools over a workspace whose data directory
+// (with a secret key and a Badger-like LOCK) and configuration file are
+// protected; the data directory lies inside the workspace when inside is
+// set, next to it otherwise.
+func newOwnFilesEnv(t *testing.T, inside bool) (e *env, data, key, config string) {
+	t.Helper()
+	root := t.TempDir()
+	e = &env{t: t, ws: filepath.Join(root, "ws"), outside: filepath.Join(root, "outside"), logs: &syncBuf{}}
+	data = filepath.Join(root, "state")
+	if inside {
+		data = filepath.Join(e.ws, "state")
+	}
+	key, config = filepath.Join(data, "secret.key"), filepath.Join(e.ws, "tooldispatch.toml")
+	for _, d := range []string{e.ws, e.outside, data} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, content := range map[string]string{
+		filepath.Join(e.outside, "secret.txt"): "OUTSIDE-SECRET", filepath.Join(e.ws, "keep.txt"): "keep",
+		key: "AES-KEY-BYTES", filepath.Join(data, "LOCK"): "LOCKED", config: "OPERATOR-CONFIG",
+	} {
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := cachestore.NewMemory()
+	w, err := builtin.OpenWorkspace(e.ws, builtin.WithProtected(data, key, config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := toolkit.NewRegistry()
+	toolkit.RegisterMeta(reg)
+	builtin.Register(reg, builtin.Deps{Workspace: w, Logger: zerolog.New(e.logs)})
+	e.d, err = actors.New(actors.Config{Registry: reg, Store: store, Logger: zerolog.New(e.logs), Events: func(*messages.Event) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.d.Close(ctx); err != nil {
+			t.Error(err)
+		}
+		w.Close()
+		_ = store.Close()
+	})
+	return e, data, key, config
+}
+
+// TestAttackOwnFiles: tooldispatch's data directory, secret key and
+// configuration, by name, absolute path, "..", symlink and hard link,
+// under approve all; find_files never lists them; nothing of them changes.
+func TestAttackOwnFiles(t *testing.T) {
+	for _, inside := range []bool{true, false} {
+		t.Run(fmt.Sprintf("data inside the workspace %v", inside), func(t *testing.T) {
+			e, data, key, config := newOwnFilesEnv(t, inside)
+			must := func(err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			must(os.Symlink(data, filepath.Join(e.ws, "dd")))
+			must(os.Symlink(key, filepath.Join(e.ws, "k")))
+			links := []string{"k"}
+			if err := os.Link(key, filepath.Join(e.ws, "key-link")); err == nil {
+				links = append(links, "key-link")
+			}
+			rf := func(p string) string { b, _ := json.Marshal(map[string]any{"paths": []string{p}}); return string(b) }
+			ed := func(p string) string {
+				b, _ := json.Marshal(map[string]any{"path": p, "content": "pwned"})
+				return string(b)
+			}
+			rm := func(p string) string { return `{"path":` + strconvQuote(p) + `}` }
+			leaks := []string{"AES-KEY-BYTES", "LOCKED", "OPERATOR-CONFIG"}
+			fail := []string{"error", "invalid_args"}
+			var cases []attack
+			paths := []string{key, "dd/secret.key", "dd/../dd/secret.key", "tooldispatch.toml", config, data, "dd"}
+			paths = append(paths, links...)
+			if inside {
+				paths = append(paths, "state/secret.key", "./state/LOCK", "keep.txt/../state/LOCK")
+			}
+			for _, p := range paths {
+				cases = append(cases,
+					attack{name: "read " + p, tool: "read_files", args: rf(p), approve: "all", want: fail, mustNot: leaks},
+					attack{name: "edit " + p, tool: "edit_file", args: ed(p), approve: "all", want: fail, mustNot: leaks},
+					attack{name: "remove " + p, tool: "remove_file", args: rm(p), approve: "all", want: fail, mustNot: leaks})
+			}
+			cases = append(cases,
+				attack{name: "remove the lock through a symlink", tool: "remove_file", args: rm("dd/LOCK"), approve: "all", want: fail, mustNot: leaks},
+				attack{name: "create in the data dir", tool: "edit_file", args: ed("dd/new"), approve: "all", want: fail, mustNot: leaks},
+				attack{name: "list the data dir", tool: "find_files", args: `{"pattern":"*","path":"dd"}`, approve: "all", want: fail, mustNot: leaks},
+				attack{name: "list everything", tool: "find_files", args: `{"pattern":"**"}`, approve: "all", want: []string{"ok"},
+					mustNot: []string{"secret.key", "LOCK", "tooldispatch.toml", "key-link"}},
+				attack{name: "command in the data dir", tool: "run_command", args: `{"argv":["cat","secret.key"],"cwd":"dd"}`, approve: "all", want: fail, mustNot: leaks},
+			)
+			e.run(t, cases)
+			for p, want := range map[string]string{key: "AES-KEY-BYTES", filepath.Join(data, "LOCK"): "LOCKED", config: "OPERATOR-CONFIG"} {
+				if b, err := os.ReadFile(p); err != nil || string(b) != want {
+					t.Errorf("%s = %q, %v", p, b, err)
+				}
+			}
+			if entries, _ := os.ReadDir(data); len(entries) != 2 {
+				t.Errorf("the data directory holds %d entries, want 2", len(entries))
+			}
+		})
+	}
+}
+
+// TestAttackHardLinkOut: a hard link in the workspace to a file outside it
+// is not written through, whatever the tool.
+func TestAttackHardLinkOut(t *testing.T) {
+	e := newEnv(t, web.Config{})
+	if err := os.Link(filepath.Join(e.outside, "secret.txt"), filepath.Join(e.ws, "hl.txt")); err != nil {
+		t.Skipf("hard links not possible here: %v", err)
+	}
+	e.run(t, []attack{
+		{name: "edit whole", tool: "edit_file", args: `{"path":"hl.txt","content":"pwned"}`, approve: "all", want: []string{"error"}},
+		{name: "patch", tool: "edit_file", args: `{"path":"hl.txt","old_string":"OUTSIDE","new_string":"pwned"}`, approve: "all", want: []string{"error"}},
+		{name: "remove", tool: "remove_file", args: `{"path":"hl.txt"}`, approve: "all", want: []string{"error"}},
+	})
+	if _, err := os.Stat(filepath.Join(e.ws, "hl.txt")); err != nil {
+		t.Errorf("hl.txt: %v", err)
+	}
+}
