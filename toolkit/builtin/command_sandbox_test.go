@@ -200,12 +200,13 @@ func TestRunCommandSandboxListedPaths(t *testing.T) {
 }
 
 // TestRunCommandSandboxKeepsProcessGroupKill: the timeout still ends the
-// whole process group, and output still streams, under the sandbox.
+// whole process group, and output still streams, under the sandbox. The
+// timeout leaves the sandbox helper ample time to start on a loaded machine.
 func TestRunCommandSandboxKeepsProcessGroupKill(t *testing.T) {
 	e := newTestEnv(t, sandboxed(t, sandbox.Config{}))
 	var got emitted
 	_, err := e.callCtx(context.Background(), "run_command",
-		`{"argv":["sh","-c","sleep 100 & echo $! > pid; echo started; wait"],"timeout_ms":1000}`, got.emit)
+		`{"argv":["sh","-c","sleep 100 & echo $! > pid; echo started; wait"],"timeout_ms":5000}`, got.emit)
 	wantErr(t, err, "timed out", "started")
 	if pid := readPID(t, e.path("pid")); !processGone(t, pid) {
 		t.Fatalf("background child %d survived the timeout", pid)
