@@ -184,7 +184,8 @@ func (a *commitActor) clientResult(m *clientResultRequest) error {
 	if name == "" {
 		for _, tc := range rec.Assistant.GetToolCalls() {
 			if tc.GetId() == m.callID {
-				name = normaliseName(tc.GetFunction().GetName())
+				c, _ := toolkit.ResolveCall(tc.GetFunction().GetName(), tc.GetFunction().GetArguments(), a.cfg.Limits)
+				name = c.Name
 			}
 		}
 	}

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -118,7 +117,7 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 	// 1. Normalise.
 	p = &callPlan{idx: i, dupOf: -1}
 	p.id = strings.TrimSpace(tc.GetId())
-	p.name = normaliseName(tc.GetFunction().GetName())
+	p.name = toolkit.NormaliseName(tc.GetFunction().GetName())
 	repeated := p.id != "" && a.seenIDs[p.id]
 	if p.id == "" {
 		p.id = fmt.Sprintf("call_%d", i+1)
@@ -147,9 +146,9 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 	// 3. Unwrap run_tool.
 	viaRunTool := false
 	if p.name == toolkit.RunToolName {
-		name, inner, msg := unwrapRunTool(args, in.cfg.Limits)
-		if msg != "" {
-			return a.decide(p, toolkit.StatusInvalidArgs, "not run: "+msg), false
+		name, inner, err := toolkit.UnwrapRunTool(args, in.cfg.Limits)
+		if err != nil {
+			return a.decide(p, toolkit.StatusInvalidArgs, "not run: "+err.Error()), false
 		}
 		p.name, args, viaRunTool = name, inner, true
 	}
@@ -300,42 +299,4 @@ func (a *preflightActor) decideAsk(ctx actor.Context, approved bool, reason stri
 		a.decide(p, toolkit.StatusSkipped, skippedText(reason))
 	}
 	a.proceed(ctx)
-}
-
-// unwrapRunTool returns the inner call of run_tool, or a message saying why
-// the call is refused.
-func unwrapRunTool(args toolkit.Args, lim toolkit.Limits) (string, toolkit.Args, string) {
-	for k := range args.Value {
-		if k != "name" && k != "arguments" {
-			return "", toolkit.Args{}, fmt.Sprintf("run_tool takes only \"name\" and \"arguments\", not %q", clip(k, 80))
-		}
-	}
-	name, ok := args.Value["name"].(string)
-	if !ok {
-		return "", toolkit.Args{}, "run_tool needs \"name\", the tool to call, as a string"
-	}
-	name = normaliseName(name)
-	if name == toolkit.RunToolName {
-		return "", toolkit.Args{}, "run_tool cannot call run_tool; call the tool you want through a single run_tool"
-	}
-	if name == "" {
-		return "", toolkit.Args{}, "run_tool needs \"name\", the tool to call"
-	}
-	var inner toolkit.Args
-	var err error
-	switch v := args.Value["arguments"].(type) {
-	case nil:
-		inner, err = toolkit.ParseArgs("", lim)
-	case map[string]any:
-		inner, err = toolkit.ArgsFromValue(v, lim)
-	case string:
-		inner, err = toolkit.ParseArgs(v, lim)
-	default:
-		b, _ := json.Marshal(v)
-		return "", toolkit.Args{}, fmt.Sprintf("run_tool \"arguments\" must be an object or a JSON string holding one, got %s", clip(string(b), 80))
-	}
-	if err != nil {
-		return "", toolkit.Args{}, "run_tool arguments of " + name + ": " + err.Error()
-	}
-	return name, inner, ""
 }

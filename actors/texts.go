@@ -13,16 +13,6 @@ func toolMsg(p *callPlan, status toolkit.Status, content string) *messages.ToolM
 	return &messages.ToolMessage{Role: "tool", ToolCallId: p.id, Name: p.name, Status: string(status), Content: content}
 }
 
-// normaliseName trims a tool name and cuts it at the first leaked special
-// token ("<|").
-func normaliseName(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.Index(s, "<|"); i >= 0 {
-		s = strings.TrimSpace(s[:i])
-	}
-	return s
-}
-
 func unknownToolText(name string, view *toolkit.View) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "unknown tool %q: no such tool is available in this run.", clip(name, 80))

@@ -7,11 +7,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/tooldispatch/tooldispatch/messages"
-	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
 
@@ -42,14 +40,6 @@ func (e *env) cmdChaos(args []string) error {
 	}
 	fmt.Fprintf(e.stderr, "tooldispatch chaos: unknown subcommand %q\n\n%s", args[0], chaosUsage)
 	return &exitError{code: exitUsage}
-}
-
-// plannedFault is one line of "chaos plan".
-type plannedFault struct {
-	Turn   int64  `json:"turn"`
-	CallID string `json:"call_id"`
-	Tool   string `json:"tool"`
-	Fault  string `json:"fault"`
 }
 
 func (e *env) chaosPlan(args []string) error {
@@ -93,50 +83,13 @@ func (e *env) chaosPlan(args []string) error {
 				return failf(exitInput, "%v", err)
 			}
 		}
-		for i, c := range t.Message.GetToolCalls() {
-			name := callToolName(c)
-			if d := p.Decide(run, turn, i, name); d.Injected() {
-				if err := writeJSONLine(e.stdout, plannedFault{Turn: turn, CallID: c.GetId(), Tool: name, Fault: d.Label()}); err != nil {
-					return writeOut(err)
-				}
+		for _, f := range p.Plan(run, turn, t.Message.GetToolCalls()) {
+			if err := writeJSONLine(e.stdout, f); err != nil {
+				return writeOut(err)
 			}
 		}
 		turn++
 	}
-}
-
-// callToolName is the tool a call runs: the inner tool of run_tool, the
-// name cut at a leaked special token.
-func callToolName(c *messages.ToolCall) string {
-	name := strings.TrimSpace(c.GetFunction().GetName())
-	if i := strings.Index(name, "<|"); i >= 0 {
-		name = strings.TrimSpace(name[:i])
-	}
-	if name != toolkit.RunToolName {
-		return name
-	}
-	args, err := toolkit.ParseArgs(c.GetFunction().GetArguments(), toolkit.DefaultLimits)
-	if err != nil {
-		return name
-	}
-	inner := strings.TrimSpace(args.String("name"))
-	if i := strings.Index(inner, "<|"); i >= 0 {
-		inner = strings.TrimSpace(inner[:i])
-	}
-	return inner
-}
-
-// reportedFault is one line of "chaos report".
-type reportedFault struct {
-	Turn     int64  `json:"turn"`
-	Run      string `json:"run"`
-	CallID   string `json:"call_id"`
-	Tool     string `json:"tool"`
-	Fault    string `json:"fault"`
-	Status   string `json:"status"`
-	Next     string `json:"next"`
-	NextTurn int64  `json:"next_turn,omitempty"`
-	Detail   string `json:"detail,omitempty"`
 }
 
 func (e *env) chaosReport(args []string) error {
@@ -161,7 +114,7 @@ func (e *env) chaosReport(args []string) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return failf(exitFailure, "%v", err)
 	}
-	rows := chaosRows(turns, o.runGiven, o.run)
+	rows := chaos.Report(turns, o.runGiven, o.run)
 	if o.json {
 		for _, r := range rows {
 			if err := writeJSONLine(e.stdout, r); err != nil {
@@ -184,7 +137,7 @@ func (e *env) chaosReport(args []string) error {
 		counts[r.Next]++
 	}
 	fmt.Fprintf(w, "\n%d injected faults: %d retried, %d retried with other arguments, %d switched tool, %d gave up\n",
-		len(rows), counts["retried"], counts["retried_other_args"], counts["switched_tool"], counts["gave_up"])
+		len(rows), counts[chaos.NextRetried], counts[chaos.NextRetriedOtherArgs], counts[chaos.NextSwitchedTool], counts[chaos.NextGaveUp])
 	return writeOut(w.Flush())
 }
 
@@ -193,90 +146,4 @@ func detailSuffix(s string) string {
 		return ""
 	}
 	return " (" + s + ")"
-}
-
-// chaosRows pairs each injected fault with what the agent did on the next
-// turn of the same run.
-func chaosRows(turns []*messages.TurnRecord, onlyRun bool, run string) []reportedFault {
-	rows := []reportedFault{}
-	for i, t := range turns {
-		if onlyRun && t.Run != run {
-			continue
-		}
-		var next *messages.TurnRecord
-		for _, u := range turns[i+1:] {
-			if u.Run == t.Run {
-				next = u
-				break
-			}
-		}
-		for j, m := range t.ToolMessages {
-			if m.Injected == "" {
-				continue
-			}
-			var call *messages.ToolCall
-			if calls := t.Assistant.GetToolCalls(); j < len(calls) {
-				call = calls[j]
-			}
-			r := reportedFault{Turn: t.Turn, Run: t.Run, CallID: m.ToolCallId, Tool: m.Name, Fault: m.Injected, Status: m.Status}
-			r.Next, r.Detail = nextMove(call, m.Name, next)
-			if next != nil {
-				r.NextTurn = next.Turn
-			}
-			rows = append(rows, r)
-		}
-	}
-	return rows
-}
-
-// nextMove classifies the agent's next turn after a fault on tool.
-func nextMove(failed *messages.ToolCall, tool string, next *messages.TurnRecord) (string, string) {
-	if next == nil || len(next.Assistant.GetToolCalls()) == 0 {
-		return "gave_up", ""
-	}
-	want := canonicalCallArgs(failed)
-	var others []string
-	sameTool := false
-	for _, c := range next.Assistant.GetToolCalls() {
-		name := callToolName(c)
-		if name != tool {
-			others = append(others, name)
-			continue
-		}
-		sameTool = true
-		if want != "" && canonicalCallArgs(c) == want {
-			return "retried", ""
-		}
-	}
-	if sameTool {
-		return "retried_other_args", ""
-	}
-	return "switched_tool", "to " + strings.Join(others, ", ")
-}
-
-// canonicalCallArgs is the canonical form of the arguments the call's tool
-// gets (the inner ones for run_tool), or "".
-func canonicalCallArgs(c *messages.ToolCall) string {
-	if c == nil {
-		return ""
-	}
-	args, err := toolkit.ParseArgs(c.GetFunction().GetArguments(), toolkit.DefaultLimits)
-	if err != nil {
-		return ""
-	}
-	if strings.TrimSpace(c.GetFunction().GetName()) == toolkit.RunToolName {
-		switch v := args.Value["arguments"].(type) {
-		case map[string]any:
-			b, _ := toolkit.Canonicalize(v)
-			return string(b)
-		case string:
-			inner, err := toolkit.ParseArgs(v, toolkit.DefaultLimits)
-			if err != nil {
-				return ""
-			}
-			return string(inner.Canonical)
-		}
-		return "{}"
-	}
-	return string(args.Canonical)
 }

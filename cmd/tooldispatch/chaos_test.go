@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
 
 // TestChaosPlanMatchesRunAndReport runs the example turns under the example
@@ -29,7 +31,7 @@ func TestChaosPlanMatchesRunAndReport(t *testing.T) {
 	}
 	planned := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(plan)), "\n") {
-		var p plannedFault
+		var p chaos.PlannedFault
 		if err := json.Unmarshal([]byte(line), &p); err != nil {
 			t.Fatalf("plan line %q: %v", line, err)
 		}
@@ -69,7 +71,7 @@ func TestChaosPlanMatchesRunAndReport(t *testing.T) {
 		t.Fatalf("report has %d rows for %d injected results:\n%s", len(rows), injected, report)
 	}
 	for _, line := range rows {
-		var r reportedFault
+		var r chaos.ReportedFault
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatal(err)
 		}
