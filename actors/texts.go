@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
@@ -44,9 +45,15 @@ func skippedText(reason string) string {
 		"Do not repeat it unless the user asks you to; find another way or ask the user."
 }
 
+// clip shortens s to at most n bytes, cut on a character boundary (texts
+// end up in protobuf strings, which must be valid UTF-8), and marks the cut
+// with "…".
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }
