@@ -248,17 +248,18 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 	acfg.PastFixes = s.tools.memory.PastFixes
 	acfg.Chaos = policy
 	if o.clusterName != "" {
-		co, err := clusterOptions(o)
-		if err != nil {
+		co, cerr := clusterOptions(o)
+		if cerr != nil {
 			s.close(log)
-			return nil, failf(exitUsage, "%v", err)
+			return nil, failf(exitUsage, "%v", cerr)
 		}
-		shared, err := clusterStore(o, store, log)
-		if err != nil {
+		shared, serr := clusterStore(o, store, log)
+		if serr != nil {
 			s.close(log)
-			return nil, failf(exitFailure, "%v", err)
+			return nil, failf(exitFailure, "%v", serr)
 		}
 		s.store, acfg.Store = shared, shared
+		// err, not a new variable: it is checked below.
 		s.disp, err = actors.NewClusterMember(acfg, co)
 	} else {
 		s.disp, err = actors.New(acfg)
