@@ -29,7 +29,10 @@ var (
 )
 
 // AbandonedCalls returns how many calls were abandoned since the process
-// started and how many of them are still running.
+// started and how many of them are still running. Config.Observer hears of
+// each abandoned call when it happens (Observer.Abandoned); only this says
+// whether its tool has returned since (the service exports it as
+// tooldispatch_abandoned_calls_running).
 func AbandonedCalls() (total, running int64) {
 	return abandonedTotal.Load(), abandonedRunning.Load()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
@@ -100,8 +101,18 @@ func NewMetrics(tools *toolkit.Registry) *Metrics {
 			Name: "tooldispatch_http_request_duration_seconds", Help: "HTTP request durations by route (streams last as long as they are open).", Buckets: httpBuckets,
 		}, []string{"route"}),
 	}
+	// The dispatcher reports each abandoned call through Observer.Abandoned
+	// (the counter above); whether its tool has returned since is known
+	// only to actors.AbandonedCalls, read at each scrape.
+	abandonedRunning := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tooldispatch_abandoned_calls_running",
+		Help: "Abandoned calls of this process whose tool has not returned yet (their goroutines still run).",
+	}, func() float64 {
+		_, running := actors.AbandonedCalls()
+		return float64(running)
+	})
 	m.reg.MustRegister(m.calls, m.slotWait, m.exec, m.commit, m.confirmWait, m.inFlight,
-		m.cache, m.abandoned, m.injected, m.httpReqs, m.httpDur,
+		m.cache, m.abandoned, abandonedRunning, m.injected, m.httpReqs, m.httpDur,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -116,6 +116,8 @@ func TestMetricsScrape(t *testing.T) {
 		{"cache hits", "tooldispatch_cache_requests_total", map[string]string{"tool": "read_files", "result": "hit"}, 1},
 		{"cache misses", "tooldispatch_cache_requests_total", map[string]string{"tool": "read_files", "result": "miss"}, 1},
 		{"abandoned", "tooldispatch_abandoned_calls_total", map[string]string{"tool": "stubborn"}, 1},
+		// turn 4's call has not returned yet: its goroutine still runs
+		{"abandoned running", "tooldispatch_abandoned_calls_running", nil, -1},
 		{"turn requests", "tooldispatch_http_requests_total", map[string]string{"route": "POST /v1/sessions/{session}/turns", "code": "200"}, 4},
 		{"confirm requests", "tooldispatch_http_requests_total", map[string]string{"route": "POST /v1/sessions/{session}/confirm/{call_id}", "code": "200"}, 1},
 		{"request durations", "tooldispatch_http_request_duration_seconds", map[string]string{"route": "POST /v1/sessions/{session}/turns"}, 4},
