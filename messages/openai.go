@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 )
 
@@ -81,6 +82,26 @@ func JSONKind(raw []byte) string {
 		return "null"
 	}
 	return "a number"
+}
+
+// JSONTypeName names the JSON type a Go field of kind k takes, for error
+// messages about a value of the wrong type (json.UnmarshalTypeError.Type).
+func JSONTypeName(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map, reflect.Pointer:
+		return "an object"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another JSON type"
 }
 
 // OpenAIToolCall is one tool call of an assistant message as a caller

@@ -56,23 +56,6 @@ type (
 		Content   json.RawMessage           `json:"content"`
 		ToolCalls []messages.OpenAIToolCall `json:"tool_calls"`
 	}
-	wireToolCall struct {
-		ID       string        `json:"id"`
-		Type     string        `json:"type"`
-		Function *wireFunction `json:"function"`
-	}
-	wireFunction struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}
-	wireClientTool struct {
-		Type     string `json:"type"`
-		Function *struct {
-			Name        string          `json:"name"`
-			Description string          `json:"description"`
-			Parameters  json.RawMessage `json:"parameters"`
-		} `json:"function"`
-	}
 )
 
 // envelopeFields are the fields an envelope may have.
@@ -164,24 +147,9 @@ func typeError(err error, at int64) error {
 		if field == "" {
 			field = "the turn"
 		}
-		return &inputError{Offset: at + max(te.Offset-1, 0), Err: fmt.Errorf("%s must be %s, not %s", field, goTypeName(te.Type.Kind().String()), te.Value)}
+		return &inputError{Offset: at + max(te.Offset-1, 0), Err: fmt.Errorf("%s must be %s, not %s", field, messages.JSONTypeName(te.Type.Kind()), te.Value)}
 	}
 	return &inputError{Offset: at, Err: err}
-}
-
-// goTypeName names a Go kind the way a JSON user knows it.
-func goTypeName(kind string) string {
-	switch kind {
-	case "string":
-		return "a string"
-	case "bool":
-		return "a boolean"
-	case "slice", "array":
-		return "an array"
-	case "struct", "map", "ptr":
-		return "an object"
-	}
-	return "a " + kind
 }
 
 // checkEnvelope checks the envelope fields the dispatcher would refuse.

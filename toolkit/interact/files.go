@@ -11,8 +11,6 @@ import (
 )
 
 const (
-	newFileMode fs.FileMode = 0o644
-	newDirMode  fs.FileMode = 0o755
 	// dataDir is tooldispatch's default data directory inside the
 	// workspace; tools do not write into it.
 	dataDir = ".tooldispatch"

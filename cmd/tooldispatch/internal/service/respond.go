@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tooldispatch/tooldispatch/messages"
 )
 
 // apiError is a failed request: the status code and the message the client
@@ -109,7 +111,7 @@ func jsonError(err error, offset, read, limit int64) *apiError {
 		if te.Field == "" {
 			return errorf(http.StatusBadRequest, "invalid request at byte offset %d: the body must be a JSON object, not a JSON %s", max(te.Offset-1, 0), te.Value)
 		}
-		return errorf(http.StatusBadRequest, "invalid request at byte offset %d: field %s must be %s, not a JSON %s", max(te.Offset-1, 0), te.Field, jsonTypeName(te.Type.Kind().String()), te.Value)
+		return errorf(http.StatusBadRequest, "invalid request at byte offset %d: field %s must be %s, not a JSON %s", max(te.Offset-1, 0), te.Field, messages.JSONTypeName(te.Type.Kind()), te.Value)
 	case errors.Is(err, io.EOF):
 		return errorf(http.StatusBadRequest, "the request body is empty: expected a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -118,21 +120,6 @@ func jsonError(err error, offset, read, limit int64) *apiError {
 		return errorf(http.StatusBadRequest, "invalid request at byte offset %d: unknown field %s", offset, strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
 	return errorf(http.StatusBadRequest, "invalid request body at byte offset %d", offset)
-}
-
-// jsonTypeName names a Go kind the way a JSON user knows it.
-func jsonTypeName(kind string) string {
-	switch kind {
-	case "string":
-		return "a string"
-	case "bool":
-		return "a boolean"
-	case "slice", "array":
-		return "an array"
-	case "struct", "map", "ptr":
-		return "an object"
-	}
-	return "a number"
 }
 
 // clip shortens s to at most n bytes (on a character boundary) for a
