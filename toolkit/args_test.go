@@ -544,7 +544,7 @@ func TestCanonicalizeGoValues(t *testing.T) {
 		{name: "nil slice", v: []any(nil), want: `[]`},
 		{name: "ints", v: []any{0, int8(-8), int16(16), int32(-32), int64(math.MinInt64), uint(7), uint8(8), uint16(16), uint32(32), uint64(math.MaxInt64)}, want: `[0,-8,16,-32,-9223372036854775808,7,8,16,32,9223372036854775807]`},
 		{name: "uint64 beyond int64", v: uint64(12345678901234567890), want: `12345678901234567000`},
-		{name: "floats", v: []any{1.0, -0.0, 0.1, 1.5e-7, 1e21, 1e20, 123456789012345680000.0}, want: `[1,0,0.1,1.5e-7,1e+21,100000000000000000000,123456789012345680000]`},
+		{name: "floats", v: []any{1.0, math.Copysign(0, -1), 0.1, 1.5e-7, 1e21, 1e20, 123456789012345680000.0}, want: `[1,0,0.1,1.5e-7,1e+21,100000000000000000000,123456789012345680000]`},
 		{name: "json.Number normalised", v: []any{json.Number("1.0"), json.Number("-0"), json.Number("1E2"), json.Number("12345678901234567890")}, want: `[1,0,100,12345678901234567000]`},
 		{name: "strings", v: "tab\there \"q\" \\ \u0001 \u007f é", want: "\"tab\\there \\\"q\\\" \\\\ \\u0001 \u007f é\""},
 		{

@@ -97,11 +97,7 @@ func requestError(ctx context.Context, err error, timeout time.Duration) error {
 	if errors.As(err, &tooLarge) {
 		return err
 	}
-	msg := err.Error()
-	if strings.HasPrefix(msg, "net/http: ") {
-		msg = strings.TrimPrefix(msg, "net/http: ")
-	}
-	return fmt.Errorf("the request failed: %s", msg)
+	return fmt.Errorf("the request failed: %s", strings.TrimPrefix(err.Error(), "net/http: "))
 }
 
 // tooLargeError: a body is larger than a cap that does not allow cutting
