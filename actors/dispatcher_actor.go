@@ -85,12 +85,26 @@ func (a *dispatcherActor) route(ctx actor.Context, session string, msg any, crea
 
 func (a *dispatcherActor) spawn(ctx actor.Context, session string) *sessionEntry {
 	cfg := a.cfg
-	props := actor.PropsFromProducer(func() actor.Actor { return newSessionActor(cfg, session) })
+	props := actor.PropsFromProducer(func() actor.Actor { return newSessionActor(cfg, session) },
+		actor.WithSenderMiddleware(signIdle))
 	pid := ctx.Spawn(props)
 	e := &sessionEntry{pid: pid}
 	a.sessions[session] = e
 	a.byPID[pid.Id] = session
 	return e
+}
+
+// signIdle makes a session's *sessionIdle carry the session actor as its
+// sender: passivate finds the session by its sender, and a notice sent with
+// a plain Send has none (every idle notice was dropped, and local sessions
+// were never passivated).
+func signIdle(next actor.SenderFunc) actor.SenderFunc {
+	return func(c actor.SenderContext, target *actor.PID, env *actor.MessageEnvelope) {
+		if _, ok := env.Message.(*sessionIdle); ok && env.Sender == nil {
+			env.Sender = c.Self()
+		}
+		next(c, target, env)
+	}
 }
 
 // passivate stops an idle session actor when nothing is in flight to it.

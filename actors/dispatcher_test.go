@@ -3,11 +3,14 @@ package actors
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
@@ -242,14 +245,51 @@ func TestConfirmBoundToCallAndHash(t *testing.T) {
 	}
 }
 
+// loadCounter counts the sessions loaded from the store: a session actor
+// loads its session once, so a second load is a new actor.
+type loadCounter struct {
+	cachestore.Store
+	loads atomic.Int32
+}
+
+func (s *loadCounter) LoadSession(ctx context.Context, session string) (cachestore.SessionState, error) {
+	s.loads.Add(1)
+	return s.Store.LoadSession(ctx, session)
+}
+
+// TestPassivationKeepsState: a session idle for SessionIdle is passivated
+// (its next turn is served by a new actor, which loads the session from the
+// store again) and its state survives: the turn number goes on and the
+// earlier call's result still de-duplicates. The clock is synctest's.
 func TestPassivationKeepsState(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.SessionIdle = 20 * time.Millisecond })
-	h.dispatch(turn("s1", "r1", call("a", "echo", `{"x":"1"}`)))
-	time.Sleep(100 * time.Millisecond)
-	r := h.dispatch(turn("s1", "r1", call("b", "echo", `{"x":"1"}`)))
-	if r.Turn != 2 || r.Messages[0].Status != "deduped" {
-		t.Fatalf("after passivation: turn %d, %v", r.Turn, statuses(r))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const idle = time.Minute
+		var store *loadCounter
+		h := newHarness(t, func(c *Config) {
+			c.SessionIdle = idle
+			store = &loadCounter{Store: c.Store}
+			c.Store = store
+		})
+		h.dispatch(turn("s1", "r1", call("a", "echo", `{"x":"1"}`)))
+		if n := store.loads.Load(); n != 1 {
+			t.Fatalf("session loaded %d times by its first turn, want 1", n)
+		}
+		time.Sleep(idle / 2)
+		synctest.Wait()
+		h.dispatch(turn("s1", "r1", call("b", "echo", `{"x":"2"}`)))
+		if n := store.loads.Load(); n != 1 {
+			t.Fatalf("session loaded %d times before it was idle for SessionIdle, want 1 (passivated too early)", n)
+		}
+		time.Sleep(2 * idle)
+		synctest.Wait()
+		r := h.dispatch(turn("s1", "r1", call("c", "echo", `{"x":"1"}`)))
+		if n := store.loads.Load(); n != 2 {
+			t.Fatalf("session loaded %d times after idling 2×SessionIdle, want 2: it was not passivated", n)
+		}
+		if r.Turn != 3 || r.Messages[0].Status != "deduped" {
+			t.Fatalf("after passivation: turn %d, %v; want turn 3, deduped", r.Turn, statuses(r))
+		}
+	})
 }
 
 func TestTurnIDReplays(t *testing.T) {
