@@ -97,17 +97,22 @@ func TestTimeoutPanicAndFailureStayInTheirCall(t *testing.T) {
 func TestCancelKeepsFinishedSiblings(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan struct{}, 8)
+	// Cancel once long runs and quick's outcome is recorded (the pool
+	// emits tool_call_end when it records an outcome).
+	started, quickDone := make(chan struct{}, 8), make(chan struct{}, 8)
 	h.mu.Lock()
 	h.onEv = func(e *messages.Event) {
-		if e.Kind == EventToolCallStart && e.CallId == "long" {
+		switch {
+		case e.Kind == EventToolCallStart && e.CallId == "long":
 			started <- struct{}{}
+		case e.Kind == EventToolCallEnd && e.CallId == "quick":
+			quickDone <- struct{}{}
 		}
 	}
 	h.mu.Unlock()
 	go func() {
 		<-started
-		time.Sleep(20 * time.Millisecond)
+		<-quickDone
 		cancel()
 	}()
 	r, err := h.d.Dispatch(ctx, turn("s1", "r1",

@@ -41,18 +41,27 @@ func TestTurnPanicOneReplyAndNoOverlap(t *testing.T) {
 	send(call("p", "trap", `{"x":"1"}`))
 	send(call("a", "echo", `{"ms":20,"x":"a"}`))
 	send(call("b", "echo", `{"ms":20,"x":"b"}`))
-	for i := 0; i < 3; i++ {
+	// A fourth turn, queued behind the others, marks the end: a second
+	// reply to any of the first three is sent before the marker's reply,
+	// so it reaches the collector first.
+	send(call("m", "echo", `{"x":"marker"}`))
+	for i := 0; ; i++ {
 		select {
 		case <-got:
 		case <-time.After(20 * time.Second):
-			t.Fatalf("only %d of 3 replies", i)
+			t.Fatalf("only %d of 4 replies", i)
+		}
+		mu.Lock()
+		last := replies[len(replies)-1]
+		mu.Unlock()
+		if len(last.Messages) == 1 && last.Messages[0].ToolCallId == "m" {
+			break
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // a second reply would arrive by now
 	mu.Lock()
 	defer mu.Unlock()
-	if len(replies) != 3 {
-		t.Fatalf("%d replies for 3 turns", len(replies))
+	if len(replies) != 4 {
+		t.Fatalf("%d replies for 4 turns", len(replies))
 	}
 	if replies[0].Error == "" {
 		t.Errorf("the failed turn's reply has no error: %+v", replies[0])
