@@ -124,12 +124,29 @@ func TestPrompterCloseInterruptsAWait(t *testing.T) {
 	}
 }
 
+// TestPrompterCloseWithoutStart: a prompter closed before it started asks
+// nothing, and Close still closes the answer source it was given.
 func TestPrompterCloseWithoutStart(t *testing.T) {
-	r, _ := io.Pipe()
-	p := newPrompter(r, io.Discard, r)
+	var out lockedBuffer
+	src := &closeCounter{Reader: strings.NewReader("y\n")}
+	p := newPrompter(src, &out, src)
 	p.Ask(confirmEvent("c1", "edit_file"))
 	p.Close()
+	if src.closed != 1 {
+		t.Errorf("the answer source was closed %d times, want once", src.closed)
+	}
+	if s := out.String(); s != "" {
+		t.Errorf("a prompter that never started wrote %q", s)
+	}
 }
+
+// closeCounter is an answer source that counts its Close calls.
+type closeCounter struct {
+	io.Reader
+	closed int
+}
+
+func (c *closeCounter) Close() error { c.closed++; return nil }
 
 // signalWriter closes seen the first time marker is written.
 type signalWriter struct {
