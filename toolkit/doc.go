@@ -3,6 +3,10 @@
 // schema cache, the views each provider gets (tools array and turn-context
 // text), find_tools search and the confirm policy.
 //
+// It also holds the rules that read a call (NormaliseName, UnwrapRunTool,
+// ResolveCall), so the dispatcher and anything that reads calls afterwards
+// read them one way.
+//
 // It knows nothing of actors or of how results are stored; built-in tools live
 // in the builtin sub-package.
 package toolkit

@@ -13,6 +13,10 @@
 // dispatcher or its store failed, or the output could not be written; 130
 // and 143 after SIGINT and SIGTERM (the running turn is canceled, and its
 // results are committed and printed).
+//
+// The command parses flags, wires the packages together and prints; it
+// must hold no rule of the dispatcher (how a call is read, validated, run,
+// de-duplicated or reported): those live in actors and toolkit.
 package main
 
 import (

@@ -1,6 +1,3 @@
-// Package procgroup ends process groups: the tools that start programs
-// (run_command, script tools, stdio MCP servers) start each in a group of
-// its own and end the whole group, so nothing a program started outlives it.
 package procgroup
 
 import (
