@@ -163,7 +163,7 @@ func TestDefaultDataOutsideWorkspace(t *testing.T) {
 		t.Errorf("session without --data shows %d tool messages, want the 8 of both runs", len(sess.Tools))
 	}
 
-	e, stdout, stderr = testEnv(nil)
+	e, _, stderr = testEnv(nil)
 	if code := e.main([]string{"chaos", "report", "--workspace", ws, "--json"}); code != exitOK {
 		t.Errorf("chaos report: exit status %d; stderr:\n%s", code, stderr.String())
 	}
