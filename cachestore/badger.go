@@ -199,7 +199,7 @@ func (b *Badger) Turns(ctx context.Context, session string) ([]*messages.TurnRec
 					return err
 				}
 			}
-			rec, err := readTurn(it.Item())
+			rec, err := readTurn(txn, it.Item())
 			if err != nil {
 				return err
 			}
@@ -213,12 +213,20 @@ func (b *Badger) Turns(ctx context.Context, session string) ([]*messages.TurnRec
 	return out, nil
 }
 
-func readTurn(item *badger.Item) (*messages.TurnRecord, error) {
+func readTurn(txn *badger.Txn, item *badger.Item) (*messages.TurnRecord, error) {
 	rec := &messages.TurnRecord{}
-	err := item.Value(func(v []byte) error {
-		// Unmarshal copies strings and bytes out of v.
-		return proto.Unmarshal(v, rec)
-	})
+	var err error
+	if item.UserMeta()&metaChunked != 0 {
+		var v []byte
+		if v, err = readValue(txn, item); err == nil {
+			err = proto.Unmarshal(v, rec)
+		}
+	} else {
+		err = item.Value(func(v []byte) error {
+			// Unmarshal copies strings and bytes out of v.
+			return proto.Unmarshal(v, rec)
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("decoding turn record %q: %w", item.Key(), err)
 	}
@@ -260,7 +268,7 @@ func (b *Badger) TurnByID(ctx context.Context, session, turnID string) (*message
 		if err != nil {
 			return err
 		}
-		rec, err = readTurn(item)
+		rec, err = readTurn(txn, item)
 		return err
 	})
 	if err != nil {

@@ -285,23 +285,28 @@ func TestBadgerTxnTooBigSplitsCacheOnly(t *testing.T) {
 		}
 	}
 
-	// The turn itself is never split: run state too big for one
-	// transaction fails the commit and writes nothing.
+	// Run state too big for one transaction goes around the turn's
+	// transaction: stale entries are deleted before it, new ones written
+	// after it.
 	var dedup []*DedupEntry
 	for i := range 8000 {
 		dedup = append(dedup, &DedupEntry{Key: fmt.Sprintf("d%05d", i), Tool: "t"})
 	}
-	err := b.CommitTurn(ctx, &TurnCommit{Session: "s", Record: record(2, "r", "", 1), DedupPut: dedup})
-	if !errors.Is(err, badger.ErrTxnTooBig) {
-		t.Fatalf("CommitTurn with 8000 dedup entries = %v, want ErrTxnTooBig", err)
+	err := b.CommitTurn(ctx, &TurnCommit{Session: "s", Record: record(2, "r", "", 1), DedupPut: dedup, DedupDel: []string{"d00007"}})
+	if err != nil {
+		t.Fatalf("CommitTurn with 8000 dedup entries: %v", err)
 	}
-	if got := nextTurn(t, b, "s"); got != 2 {
-		t.Errorf("next turn after a failed commit = %d, want 2", got)
+	if got := nextTurn(t, b, "s"); got != 3 {
+		t.Errorf("next turn = %d, want 3", got)
 	}
-	if rs := loadRun(t, b, "s", "r"); len(rs.Dedup) != 0 {
-		t.Errorf("failed commit wrote %d dedup entries", len(rs.Dedup))
+	rs := loadRun(t, b, "s", "r")
+	if len(rs.Dedup) != 7999 || rs.Dedup["d00007"] != nil {
+		t.Errorf("%d dedup entries (want 7999), d00007 present: %v", len(rs.Dedup), rs.Dedup["d00007"] != nil)
 	}
-	commit(t, b, "s", record(2, "r", "", 1))
+	if got := b.stats.splits.Load(); got != 2 {
+		t.Errorf("splits = %d, want 2", got)
+	}
+	commit(t, b, "s", record(3, "r", "", 1))
 }
 
 func TestInvalidUTF8(t *testing.T) {

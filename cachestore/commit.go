@@ -41,15 +41,51 @@ type kv struct {
 	key, value []byte
 	expiresAt  uint64 // Badger TTL, unix seconds; 0 for none
 	del        bool
+	// chunked: the key holds a record that may be stored in parts (turn
+	// and intent records, see chunk.go).
+	chunked bool
+	// class says where the write may go when its op does not fit in one
+	// transaction (see writeSplit).
+	class writeClass
 }
 
+// writeClass places a write of an op too big for one transaction.
+type writeClass uint8
+
+const (
+	// classAtomic writes go in the op's one transaction.
+	classAtomic writeClass = iota
+	// classBefore writes may go in earlier transactions: losing them to a
+	// crash between the two only loses de-duplication entries.
+	classBefore
+	// classAfter writes may go in later transactions: the turn is
+	// committed without them, and losing them to a crash only loses
+	// de-duplication entries or fetched-schema marks.
+	classAfter
+)
+
 func (w kv) apply(txn *badger.Txn) error {
-	if w.del {
+	switch {
+	case w.del && w.chunked:
+		return deleteChunked(txn, w.key)
+	case w.del:
 		return txn.Delete(w.key)
+	case w.chunked:
+		return setChunked(txn, w.key, w.value, w.expiresAt)
 	}
 	e := badger.NewEntry(w.key, w.value)
 	e.ExpiresAt = w.expiresAt
 	return txn.SetEntry(e)
+}
+
+// applyBatch adds a write that is not chunked to a write batch.
+func (w kv) applyBatch(wb *badger.WriteBatch) error {
+	if w.del {
+		return wb.Delete(w.key)
+	}
+	e := badger.NewEntry(w.key, w.value)
+	e.ExpiresAt = w.expiresAt
+	return wb.SetEntry(e)
 }
 
 // writeOp is one caller's unit of writes.
@@ -216,7 +252,7 @@ func (b *Badger) writeOps(ops []*writeOp) {
 		if op.bump {
 			failed[op.session] = true
 		}
-		op.done <- err
+		op.done <- tooLarge(err)
 	}
 	var txn *badger.Txn
 	var group []*writeOp
@@ -304,34 +340,79 @@ func (b *Badger) writeOps(ops []*writeOp) {
 	flush()
 }
 
-// writeSplit writes an op too big for one transaction: its main writes
-// atomically, then its cache entries through a write batch. The main part is
-// what matters; a failure to write the cache entries is logged, not returned.
+// writeSplit writes an op too big for one transaction: its classBefore
+// writes (de-duplication entries a mutation made stale) first, then its
+// classAtomic writes in one transaction — the turn record, the session's
+// next turn, the turn-id index and the deletion of the intent: this is the
+// commit, and until it is written the turn is not there — then its
+// classAfter writes (new de-duplication entries, fetched schemas) and its
+// cache entries. A crash before the commit leaves the intent, resolved as
+// for any interrupted turn; a crash after it loses at most de-duplication
+// entries and fetched marks, which only makes a later identical call run
+// again. A failure after the commit is logged, not returned: the turn is
+// committed.
 func (b *Badger) writeSplit(op *writeOp) error {
+	var before, inTxn, after []kv
+	deleted := make(map[string]bool)
+	for _, w := range op.main {
+		switch w.class {
+		case classBefore:
+			before = append(before, w)
+			if w.del {
+				deleted[string(w.key)] = true
+			}
+		case classAfter:
+			after = append(after, w)
+		default:
+			inTxn = append(inTxn, w)
+		}
+	}
+	if len(before) > 0 {
+		if err := b.writeBatch(before); err != nil {
+			return err
+		}
+	}
 	txn := b.db.NewTransaction(true)
 	defer txn.Discard()
-	if err := op.apply(txn, false); err != nil {
-		return err
+	for _, w := range inTxn {
+		if err := w.apply(txn); err != nil {
+			return err
+		}
 	}
 	b.stats.txns.Add(1)
 	if err := txn.Commit(); err != nil {
 		return err
 	}
 	b.stats.splits.Add(1)
-	wb := b.db.NewWriteBatch()
-	defer wb.Cancel()
-	for _, w := range op.cache {
-		e := badger.NewEntry(w.key, w.value)
-		e.ExpiresAt = w.expiresAt
-		if err := wb.SetEntry(e); err != nil {
-			b.log.Error().Err(err).Str("session", op.session).Msg("writing the cache entries of a turn")
-			return nil
+	// A key in both DedupPut and DedupDel ends deleted.
+	rest := make([]kv, 0, len(after)+len(op.cache))
+	for _, w := range after {
+		if !deleted[string(w.key)] {
+			rest = append(rest, w)
 		}
 	}
-	if err := wb.Flush(); err != nil {
-		b.log.Error().Err(err).Str("session", op.session).Msg("writing the cache entries of a turn")
+	rest = append(rest, op.cache...)
+	if err := b.writeBatch(rest); err != nil {
+		b.log.Error().Err(tooLarge(err)).Str("session", op.session).
+			Msg("writing the run state and cache entries of a committed turn")
 	}
 	return nil
+}
+
+// writeBatch writes ws through a write batch: in as many transactions as
+// it takes, not atomically.
+func (b *Badger) writeBatch(ws []kv) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	wb := b.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, w := range ws {
+		if err := w.applyBatch(wb); err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
 }
 
 // readNextTurn reads a session's next turn number (1 for a new session).
@@ -372,9 +453,9 @@ func (b *Badger) turnOp(session string, rec *messages.TurnRecord) (*writeOp, err
 	}
 	op := &writeOp{session: session, check: true, bump: true, turn: rec.Turn}
 	op.main = append(op.main,
-		kv{key: turnKey(session, rec.Turn), value: raw},
+		kv{key: turnKey(session, rec.Turn), value: raw, chunked: true},
 		kv{key: metaKey(session), value: encodeNumber(rec.Turn + 1)},
-		kv{key: intentKey(session, rec.Turn), del: true},
+		kv{key: intentKey(session, rec.Turn), del: true, chunked: true},
 	)
 	if rec.TurnId != "" {
 		op.main = append(op.main, kv{key: turnIDKey(session, rec.TurnId), value: encodeNumber(rec.Turn)})
@@ -410,16 +491,16 @@ func (b *Badger) commitTurn(ctx context.Context, c *TurnCommit) error {
 	}
 	run := c.Record.Run
 	for _, tool := range c.FetchedAdd {
-		op.main = append(op.main, kv{key: fetchedKey(c.Session, run, tool), value: []byte{}})
+		op.main = append(op.main, kv{key: fetchedKey(c.Session, run, tool), value: []byte{}, class: classAfter})
 	}
 	for _, e := range c.DedupPut {
 		if e == nil {
 			continue
 		}
-		op.main = append(op.main, kv{key: dedupKey(c.Session, run, e.Key), value: encodeDedup(e)})
+		op.main = append(op.main, kv{key: dedupKey(c.Session, run, e.Key), value: encodeDedup(e), class: classAfter})
 	}
 	for _, k := range c.DedupDel {
-		op.main = append(op.main, kv{key: dedupKey(c.Session, run, k), del: true})
+		op.main = append(op.main, kv{key: dedupKey(c.Session, run, k), del: true, class: classBefore})
 	}
 	for _, e := range c.CachePut {
 		op.cache = append(op.cache, cacheKV(e))
@@ -443,7 +524,7 @@ func (b *Badger) WriteIntent(ctx context.Context, in *Intent) error {
 		return fmt.Errorf("writing intent of turn %d of session %q: %w", in.Turn, in.Session, err)
 	}
 	op := &writeOp{session: in.Session, check: true, turn: in.Turn,
-		main: []kv{{key: intentKey(in.Session, in.Turn), value: raw}}}
+		main: []kv{{key: intentKey(in.Session, in.Turn), value: raw, chunked: true}}}
 	if err := b.submit(ctx, op); err != nil {
 		return fmt.Errorf("writing intent of turn %d of session %q: %w", in.Turn, in.Session, err)
 	}

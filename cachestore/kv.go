@@ -64,7 +64,7 @@ func (b *Badger) KVPut(ctx context.Context, ns, key string, value []byte) error 
 	}
 	defer b.leave()
 	if err := b.db.Update(func(txn *badger.Txn) error { return txn.Set(kvKey(ns, key), value) }); err != nil {
-		return fmt.Errorf("writing %s/%s: %w", ns, key, err)
+		return fmt.Errorf("writing %s/%s: %w", ns, key, tooLarge(err))
 	}
 	return nil
 }
@@ -131,7 +131,7 @@ func (b *Badger) AmendToolMessage(ctx context.Context, session, callID string, p
 		var found *messages.TurnRecord
 		var key []byte
 		for it.Rewind(); it.Valid(); it.Next() {
-			rec, err := readTurn(it.Item())
+			rec, err := readTurn(txn, it.Item())
 			if err != nil {
 				return err
 			}
@@ -160,10 +160,10 @@ func (b *Badger) AmendToolMessage(ctx context.Context, session, callID string, p
 			return err
 		}
 		out = found
-		return txn.Set(key, v)
+		return setChunked(txn, key, v, 0)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("amending call %q of session %q: %w", callID, session, err)
+		return nil, fmt.Errorf("amending call %q of session %q: %w", callID, session, tooLarge(err))
 	}
 	return out, nil
 }

@@ -103,7 +103,7 @@ func (b *Badger) resolveSession(ctx context.Context, session string) (next int64
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
-			raw, err := item.ValueCopy(nil)
+			raw, err := readValue(txn, item)
 			if err != nil {
 				return fmt.Errorf("reading intent %q: %w", item.Key(), err)
 			}
@@ -125,7 +125,7 @@ func (b *Badger) resolveSession(ctx context.Context, session string) (next int64
 	var current *Intent
 	dels := make([]kv, 0, len(intents))
 	for _, s := range intents {
-		dels = append(dels, kv{key: s.key, del: true})
+		dels = append(dels, kv{key: s.key, del: true, chunked: true})
 		if s.in.Turn == next && current == nil {
 			current = s.in
 		} else {

@@ -1,0 +1,235 @@
+package cachestore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"github.com/google/go-cmp/cmp"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tooldispatch/tooldispatch/messages"
+)
+
+// Big turns at the dispatcher's documented limits: 4096 calls per turn, and
+// arguments of up to 1 MiB per call (20 calls of 900 KB here, 18 MB in all).
+// Each store must take the intent, its rewrites, the commit with one
+// de-duplication entry per call, a restart and the resolution of a crashed
+// big turn.
+
+// bigShape is the shape of a big turn.
+type bigShape struct {
+	name     string
+	calls    int
+	argBytes int
+}
+
+var bigShapes = []bigShape{
+	{"4096_calls", 4096, 40},
+	{"20_calls_of_900KB", 20, 900 << 10},
+}
+
+// bigSession and bigRun look like the ids the command line makes.
+const (
+	bigSession = "default"
+	bigRun     = "run-20260901T120000Z-0123456789abcdef"
+)
+
+// bigArgs is a JSON object of about n bytes, different for each call.
+func bigArgs(i, n int) string {
+	pad := max(n-40, 1)
+	return fmt.Sprintf(`{"expression":"%d+1","pad":"%s"}`, i, strings.Repeat(string(rune('a'+i%26)), pad))
+}
+
+func bigAssistant(sh bigShape) *messages.AssistantMessage {
+	a := &messages.AssistantMessage{Role: "assistant"}
+	for i := range sh.calls {
+		a.ToolCalls = append(a.ToolCalls, &messages.ToolCall{Id: fmt.Sprintf("c%d", i), Type: "function",
+			Function: &messages.FunctionCall{Name: "calculate", Arguments: bigArgs(i, sh.argBytes)}})
+	}
+	return a
+}
+
+func bigIntent(sh bigShape, turn int64, started []int) *Intent {
+	in := &Intent{Session: bigSession, Turn: turn, Run: bigRun, TurnID: "tid-" + sh.name, Provider: "openai",
+		Assistant: bigAssistant(sh), Decided: map[int]*messages.ToolMessage{}, Started: started}
+	for i := range sh.calls {
+		in.Names = append(in.Names, "calculate")
+		in.IDs = append(in.IDs, fmt.Sprintf("c%d", i))
+	}
+	return in
+}
+
+func bigCommit(sh bigShape, turn int64) *TurnCommit {
+	rec := &messages.TurnRecord{Turn: turn, Run: bigRun, TurnId: "tid-" + sh.name, Provider: "openai",
+		TimeUnixNano: 1_700_000_000_000_000_000, Assistant: bigAssistant(sh)}
+	c := &TurnCommit{Session: bigSession, Record: rec, FetchedAdd: []string{"calculate"}}
+	for i := range sh.calls {
+		rec.ToolMessages = append(rec.ToolMessages, &messages.ToolMessage{Role: "tool", ToolCallId: fmt.Sprintf("c%d", i),
+			Name: "calculate", Status: "ok", Content: fmt.Sprint(i + 1)})
+		sum := sha256.Sum256([]byte("calculate|" + bigArgs(i, sh.argBytes)))
+		c.DedupPut = append(c.DedupPut, &DedupEntry{Key: hex.EncodeToString(sum[:]), Tool: "calculate", Content: fmt.Sprint(i + 1)})
+	}
+	return c
+}
+
+// bigImpls are the stores that must take big turns: Badger on disk,
+// PostgreSQL and Memory. Badger in memory cannot (a transaction of it is
+// limited to 15 % of its memtable); TestBadgerTooBigErrorCarriesNoBytes
+// checks how it refuses.
+func bigImpls(t *testing.T) []struct {
+	name string
+	open opener
+} {
+	var out []struct {
+		name string
+		open opener
+	}
+	for _, impl := range storeImpls {
+		if impl.name != "badger_in_memory" {
+			out = append(out, impl)
+		}
+	}
+	return out
+}
+
+func TestBigTurnsCommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("big turns write ~100 MB")
+	}
+	for _, impl := range bigImpls(t) {
+		t.Run(impl.name, func(t *testing.T) {
+			for _, sh := range bigShapes {
+				t.Run(sh.name, func(t *testing.T) { testBigTurnCommits(t, impl.open, sh) })
+			}
+		})
+	}
+}
+
+func testBigTurnCommits(t *testing.T, open opener, sh bigShape) {
+	s, restart := open(t)
+	ctx := context.Background()
+	loadSession(t, s, bigSession)
+	// The intent is rewritten before each segment of the turn.
+	if err := s.WriteIntent(ctx, bigIntent(sh, 1, nil)); err != nil {
+		t.Fatalf("WriteIntent: %v", err)
+	}
+	all := make([]int, sh.calls)
+	for i := range all {
+		all[i] = i
+	}
+	if err := s.WriteIntent(ctx, bigIntent(sh, 1, all)); err != nil {
+		t.Fatalf("WriteIntent (rewrite): %v", err)
+	}
+	if err := s.CommitTurn(ctx, bigCommit(sh, 1)); err != nil {
+		t.Fatalf("CommitTurn: %v", err)
+	}
+	s = restart()
+	if st := loadSession(t, s, bigSession); st.NextTurn != 2 {
+		t.Errorf("NextTurn after restart = %d, want 2", st.NextTurn)
+	}
+	want := bigCommit(sh, 1)
+	if got := turns(t, s, bigSession); len(got) != 1 || !proto.Equal(want.Record, got[0]) {
+		t.Errorf("Turns after restart: %d turns, or the turn differs from the one committed", len(got))
+	}
+	rec, err := s.TurnByID(ctx, bigSession, "tid-"+sh.name)
+	if err != nil {
+		t.Fatalf("TurnByID: %v", err)
+	}
+	if len(rec.GetToolMessages()) != sh.calls {
+		t.Errorf("TurnByID: %d tool messages, want %d", len(rec.GetToolMessages()), sh.calls)
+	}
+	rs := loadRun(t, s, bigSession, bigRun)
+	if len(rs.Dedup) != sh.calls || !rs.Fetched["calculate"] {
+		t.Errorf("run state after restart: %d dedup entries (want %d), fetched %v", len(rs.Dedup), sh.calls, rs.Fetched)
+	}
+	if n, err := s.RecoverAll(ctx); err != nil || n != 0 {
+		t.Errorf("RecoverAll after the commit = %d, %v; want 0, nil (the intent is gone)", n, err)
+	}
+
+	// A big turn interrupted after its intent: the next load resolves it
+	// into a whole turn, every call outcome_unknown.
+	if err := s.WriteIntent(ctx, bigIntent(sh, 2, all)); err != nil {
+		t.Fatalf("WriteIntent of turn 2: %v", err)
+	}
+	s = restart()
+	if st := loadSession(t, s, bigSession); st.NextTurn != 3 {
+		t.Fatalf("NextTurn after resolving turn 2 = %d, want 3", st.NextTurn)
+	}
+	got := turns(t, s, bigSession)
+	if len(got) != 2 {
+		t.Fatalf("%d turns, want 2", len(got))
+	}
+	want2 := ResolveIntent(bigIntent(sh, 2, all), time.Unix(0, got[1].GetTimeUnixNano()))
+	if !proto.Equal(want2, got[1]) {
+		t.Errorf("resolved turn 2 differs from ResolveIntent of its intent")
+	}
+	// The session goes on.
+	commit(t, s, bigSession, record(3, bigRun, "", 1))
+}
+
+// TestBadgerTooBigErrorCarriesNoBytes: a value Badger cannot take (here in
+// memory, where a transaction is limited to 15 % of the memtable) fails
+// with ErrTooLarge and a message without the value's bytes.
+func TestBadgerTooBigErrorCarriesNoBytes(t *testing.T) {
+	b := mustOpenBadger(t, TestOptions(""))
+	ctx := context.Background()
+	sh := bigShape{"20_calls_of_900KB", 20, 900 << 10}
+	errs := []error{
+		b.WriteIntent(ctx, bigIntent(sh, 1, nil)),
+		b.CommitTurn(ctx, bigCommit(sh, 1)),
+	}
+	for i, err := range errs {
+		if err == nil {
+			t.Fatalf("write %d of 18 MB in memory succeeded", i)
+		}
+		if !errors.Is(err, ErrTooLarge) {
+			t.Errorf("write %d: error %.300v is not ErrTooLarge", i, err)
+		}
+		msg := err.Error()
+		// Badger's own message appends a hex dump of the value.
+		if len(msg) > 400 || strings.Contains(msg, "61 61 61") || strings.Contains(msg, "aaaa") || strings.Contains(msg, "|{\"") {
+			t.Errorf("write %d: the error carries the value's bytes (%d bytes of message):\n%.600s", i, len(msg), msg)
+		}
+	}
+	if got := nextTurn(t, b, bigSession); got != 1 {
+		t.Errorf("next turn after the refused commit = %d, want 1", got)
+	}
+}
+
+func TestChunkedValueRoundTrip(t *testing.T) {
+	b := mustOpenBadger(t, TestOptions(t.TempDir()))
+	ctx := context.Background()
+	// Shrinking and growing rewrites of a chunked intent leave no stale
+	// parts behind.
+	for _, sh := range []bigShape{{"a", 40, 900 << 10}, {"b", 5, 900 << 10}, {"c", 1, 10}} {
+		if err := b.WriteIntent(ctx, bigIntent(sh, 1, nil)); err != nil {
+			t.Fatalf("WriteIntent %s: %v", sh.name, err)
+		}
+	}
+	if err := b.CommitTurn(ctx, bigCommit(bigShape{"d", 30, 900 << 10}, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if n := countPrefix(t, b, prefixPart); n != len(chunks(make([]byte, protoSize(bigCommit(bigShape{"d", 30, 900 << 10}, 1).Record)))) {
+		t.Errorf("%d value parts stored, want only those of the turn record", n)
+	}
+	if n := countPrefix(t, b, prefixIntent); n != 0 {
+		t.Errorf("%d intent keys left after the commit", n)
+	}
+	if diff := cmp.Diff(1, len(turns(t, b, bigSession))); diff != "" {
+		t.Error(diff)
+	}
+}
+
+func protoSize(rec *messages.TurnRecord) int {
+	raw, _, err := marshalValid(rec)
+	if err != nil {
+		panic(err)
+	}
+	return len(raw)
+}
