@@ -104,7 +104,9 @@ func (a *commitActor) prepare(m *prepareTurn) *prepared {
 		rec, err := a.cfg.Store.TurnByID(ctx, a.session, m.turnID)
 		switch {
 		case err == nil:
-			return &prepared{next: a.next, replay: rec}
+			// A turn committed before turns carried the hash replays.
+			conflict := rec.GetCallsHash() != "" && rec.GetCallsHash() != m.callsHash
+			return &prepared{next: a.next, replay: rec, conflict: conflict}
 		case !isNotFound(err):
 			return &prepared{err: err}
 		}

@@ -23,6 +23,9 @@ var (
 	ErrClosed = errors.New("actors: dispatcher closed")
 	// ErrBadRequest: the request itself is malformed (no session id, no message).
 	ErrBadRequest = errors.New("actors: bad request")
+	// ErrTurnIDConflict: the turn's turn_id is already committed with other
+	// calls; nothing ran.
+	ErrTurnIDConflict = errors.New("actors: turn id already used with other calls")
 )
 
 // Dispatcher is the Go API of a dispatcher actor. Safe for concurrent use.
@@ -138,6 +141,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t *messages.DispatchTurn) (*m
 	r, ok := res.(*messages.TurnResult)
 	if !ok {
 		return nil, fmt.Errorf("dispatching turn of session %q: unexpected reply %T", t.Session, res)
+	}
+	if r.Conflict {
+		return r, fmt.Errorf("%w: %s", ErrTurnIDConflict, r.Error)
 	}
 	if r.Error != "" {
 		return r, fmt.Errorf("dispatching turn of session %q: %s", t.Session, r.Error)

@@ -60,15 +60,19 @@ type turnFinished struct {
 
 // commit actor requests and replies.
 type prepareTurn struct {
-	run    string
-	turnID string
+	run       string
+	turnID    string
+	callsHash string // of the turn's calls, when turnID is set
 }
 
 type prepared struct {
 	next   int64
 	run    *cachestore.RunState // read-only for the turn
 	replay *messages.TurnRecord
-	err    error
+	// conflict: turnID names a committed turn with other calls (replay
+	// holds it).
+	conflict bool
+	err      error
 }
 
 type writeIntent struct{ intent *cachestore.Intent }

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -31,6 +32,8 @@ type turnActor struct {
 	view     *toolkit.View
 	runState *cachestore.RunState
 	em       *emitter
+
+	callsHash string // of the turn's calls, when it has a turn id
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -122,7 +125,10 @@ func (a *turnActor) start(ctx actor.Context) {
 		return
 	}
 	a.view = view
-	ctx.Request(a.commit, &prepareTurn{run: a.run, turnID: a.req.turn.TurnId})
+	if a.req.turn.TurnId != "" {
+		a.callsHash = callsHash(a.req.turn.Message.GetToolCalls())
+	}
+	ctx.Request(a.commit, &prepareTurn{run: a.run, turnID: a.req.turn.TurnId, callsHash: a.callsHash})
 }
 
 func (a *turnActor) prepared(ctx actor.Context, p *prepared) {
@@ -131,6 +137,10 @@ func (a *turnActor) prepared(ctx actor.Context, p *prepared) {
 		// not this turn's request (never happens: one prepare per turn)
 	case p.err != nil:
 		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Error: "loading the session: " + p.err.Error()}, true)
+	case p.conflict:
+		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Conflict: true,
+			Error: fmt.Sprintf("turn_id %q is already committed (turn %d) with other calls; nothing ran. "+
+				"Send the same calls to replay that turn, or use a new turn_id.", clip(a.req.turn.TurnId, 80), p.replay.GetTurn())}, false)
 	case p.replay != nil:
 		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: p.replay.Run, Turn: p.replay.Turn,
 			Messages: p.replay.ToolMessages, Replayed: true}, false)
@@ -170,7 +180,7 @@ func (a *turnActor) preflightDone(ctx actor.Context, m *preflightDone) {
 	}
 	intent := &cachestore.Intent{
 		Session: a.session, Turn: a.turn, Run: a.run, TurnID: a.req.turn.TurnId, Provider: a.provider,
-		Assistant: a.req.turn.Message, Decided: map[int]*messages.ToolMessage{},
+		Assistant: a.req.turn.Message, Decided: map[int]*messages.ToolMessage{}, CallsHash: a.callsHash,
 		Names: make([]string, len(a.plans)), IDs: make([]string, len(a.plans)),
 	}
 	for i, p := range a.plans {
@@ -265,7 +275,7 @@ func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome)
 	c := &cachestore.TurnCommit{
 		Session: a.session,
 		Record: &messages.TurnRecord{Turn: a.turn, Run: a.run, TurnId: a.req.turn.TurnId, Assistant: a.req.turn.Message,
-			ToolMessages: msgs, TimeUnixNano: a.cfg.Clock().UnixNano(), Provider: a.provider},
+			ToolMessages: msgs, TimeUnixNano: a.cfg.Clock().UnixNano(), Provider: a.provider, CallsHash: a.callsHash},
 		FetchedAdd: dedupStrings(fetched),
 		DedupPut:   dedupPut,
 		DedupDel:   dedupDel,
@@ -279,7 +289,9 @@ func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome)
 func (a *turnActor) committed(ctx actor.Context, err error) {
 	msgs := a.msgs
 	if err != nil {
-		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Turn: a.turn, Messages: msgs,
+		// No messages: what was not committed is not handed out (the
+		// store reads the turn as interrupted).
+		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Turn: a.turn,
 			Error: "committing the turn: " + err.Error() + "; calls that may have started read outcome_unknown"}, true)
 		return
 	}

@@ -97,7 +97,8 @@ func decodeNumber(b []byte) (int64, error) {
 //	1 session, 2 turn, 3 run, 4 turn_id, 5 provider,
 //	6 assistant (messages.AssistantMessage),
 //	7 decided (repeated {1 index, 2 messages.ToolMessage}),
-//	8 started (repeated index), 9 names (repeated), 10 ids (repeated).
+//	8 started (repeated index), 9 names (repeated), 10 ids (repeated),
+//	11 calls_hash.
 func encodeIntent(in *Intent) ([]byte, error) {
 	var b []byte
 	b = appendStringField(b, 1, in.Session)
@@ -131,6 +132,9 @@ func encodeIntent(in *Intent) ([]byte, error) {
 	}
 	for _, s := range in.IDs {
 		b = appendStringField(b, 10, s)
+	}
+	if in.CallsHash != "" {
+		b = appendStringField(b, 11, in.CallsHash)
 	}
 	return b, nil
 }
@@ -169,6 +173,8 @@ func decodeIntent(b []byte) (*Intent, error) {
 			in.Names = append(in.Names, string(f.v))
 		case 10:
 			in.IDs = append(in.IDs, string(f.v))
+		case 11:
+			in.CallsHash = string(f.v)
 		}
 		return nil
 	})

@@ -242,9 +242,10 @@ func crashIntent(session string, turn int64) *Intent {
 		Decided: map[int]*messages.ToolMessage{
 			1: {Role: "tool", ToolCallId: "c1", Name: "nope", Status: "unknown_tool", Content: "unknown tool nope"},
 		},
-		Started: []int{0, 3},
-		Names:   []string{"run_command", "nope", "edit_file", "read_files"},
-		IDs:     []string{"c0", "c1", "c2", "c3"},
+		Started:   []int{0, 3},
+		Names:     []string{"run_command", "nope", "edit_file", "read_files"},
+		IDs:       []string{"c0", "c1", "c2", "c3"},
+		CallsHash: "hash-of-the-calls",
 	}
 }
 
@@ -252,7 +253,7 @@ func crashIntent(session string, turn int64) *Intent {
 func resolvedCrashIntent(turn int64) *messages.TurnRecord {
 	in := crashIntent("", turn)
 	return &messages.TurnRecord{
-		Turn: turn, Run: "r1", TurnId: "tid-crash", Provider: "claude-code", Assistant: in.Assistant,
+		Turn: turn, Run: "r1", TurnId: "tid-crash", Provider: "claude-code", Assistant: in.Assistant, CallsHash: "hash-of-the-calls",
 		ToolMessages: []*messages.ToolMessage{
 			{Role: "tool", ToolCallId: "c0", Name: "run_command", Status: "outcome_unknown",
 				Content: "outcome unknown: the dispatcher stopped while this call was running; it may or may not have taken effect. Check its effect before calling it again."},

@@ -45,6 +45,7 @@ func ResolveIntent(in *Intent, at time.Time) *messages.TurnRecord {
 		Run:          in.Run,
 		TurnId:       in.TurnID,
 		Provider:     in.Provider,
+		CallsHash:    in.CallsHash,
 		TimeUnixNano: at.UnixNano(),
 		ToolMessages: make([]*messages.ToolMessage, 0, len(in.IDs)),
 	}

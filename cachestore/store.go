@@ -64,6 +64,9 @@ type Intent struct {
 	// Names and IDs are the normalised tool name and call id of each call, by index.
 	Names []string
 	IDs   []string
+	// CallsHash is the turn record's calls_hash (set when the turn has a
+	// turn id), kept so that a resolved turn is an idempotency key too.
+	CallsHash string
 }
 
 // TurnCommit is everything one turn writes, applied in one transaction.

@@ -104,7 +104,7 @@ func validValue(kind protoreflect.Kind, v protoreflect.Value) (protoreflect.Valu
 // the cost of reflection (a test checks that it covers every string field).
 func turnUTF8Valid(rec *messages.TurnRecord) bool {
 	v := utf8.ValidString
-	if !v(rec.GetRun()) || !v(rec.GetTurnId()) || !v(rec.GetProvider()) {
+	if !v(rec.GetRun()) || !v(rec.GetTurnId()) || !v(rec.GetProvider()) || !v(rec.GetCallsHash()) {
 		return false
 	}
 	if a := rec.GetAssistant(); a != nil {

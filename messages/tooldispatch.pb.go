@@ -797,7 +797,10 @@ type TurnResult struct {
 	Replayed bool `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	// member is the address of the cluster member that ran the turn (empty
 	// outside a cluster).
-	Member        string `protobuf:"bytes,7,opt,name=member,proto3" json:"member,omitempty"`
+	Member string `protobuf:"bytes,7,opt,name=member,proto3" json:"member,omitempty"`
+	// conflict is true when turn_id names a committed turn whose calls were
+	// different: nothing ran, and error says so.
+	Conflict      bool `protobuf:"varint,8,opt,name=conflict,proto3" json:"conflict,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -879,6 +882,13 @@ func (x *TurnResult) GetMember() string {
 		return x.Member
 	}
 	return ""
+}
+
+func (x *TurnResult) GetConflict() bool {
+	if x != nil {
+		return x.Conflict
+	}
+	return false
 }
 
 // Event is one entry of a session's event stream (SPEC section 7).
@@ -1151,14 +1161,18 @@ func (x *ConfirmAck) GetStatus() string {
 
 // TurnRecord is a committed turn as persisted.
 type TurnRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Turn          int64                  `protobuf:"varint,1,opt,name=turn,proto3" json:"turn,omitempty"`
-	Run           string                 `protobuf:"bytes,2,opt,name=run,proto3" json:"run,omitempty"`
-	TurnId        string                 `protobuf:"bytes,3,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
-	Assistant     *AssistantMessage      `protobuf:"bytes,4,opt,name=assistant,proto3" json:"assistant,omitempty"`
-	ToolMessages  []*ToolMessage         `protobuf:"bytes,5,rep,name=tool_messages,json=toolMessages,proto3" json:"tool_messages,omitempty"`
-	TimeUnixNano  int64                  `protobuf:"varint,6,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
-	Provider      string                 `protobuf:"bytes,7,opt,name=provider,proto3" json:"provider,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Turn         int64                  `protobuf:"varint,1,opt,name=turn,proto3" json:"turn,omitempty"`
+	Run          string                 `protobuf:"bytes,2,opt,name=run,proto3" json:"run,omitempty"`
+	TurnId       string                 `protobuf:"bytes,3,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
+	Assistant    *AssistantMessage      `protobuf:"bytes,4,opt,name=assistant,proto3" json:"assistant,omitempty"`
+	ToolMessages []*ToolMessage         `protobuf:"bytes,5,rep,name=tool_messages,json=toolMessages,proto3" json:"tool_messages,omitempty"`
+	TimeUnixNano int64                  `protobuf:"varint,6,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	Provider     string                 `protobuf:"bytes,7,opt,name=provider,proto3" json:"provider,omitempty"`
+	// calls_hash identifies the turn's calls (normalised ids and names,
+	// canonical arguments) when the turn has a turn_id: a later turn with the
+	// same turn_id replays this one only if its calls hash the same.
+	CallsHash     string `protobuf:"bytes,8,opt,name=calls_hash,json=callsHash,proto3" json:"calls_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1242,6 +1256,13 @@ func (x *TurnRecord) GetProvider() string {
 	return ""
 }
 
+func (x *TurnRecord) GetCallsHash() string {
+	if x != nil {
+		return x.CallsHash
+	}
+	return ""
+}
+
 var File_tooldispatch_proto protoreflect.FileDescriptor
 
 const file_tooldispatch_proto_rawDesc = "" +
@@ -1307,7 +1328,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03run\x18\x02 \x01(\tR\x03run\"\x1b\n" +
 	"\x03Ack\x12\x14\n" +
-	"\x05error\x18\x01 \x01(\tR\x05error\"\xd0\x01\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\"\xec\x01\n" +
 	"\n" +
 	"TurnResult\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
@@ -1316,7 +1337,8 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\bmessages\x18\x04 \x03(\v2\x1c.tooldispatch.v1.ToolMessageR\bmessages\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
 	"\breplayed\x18\x06 \x01(\bR\breplayed\x12\x16\n" +
-	"\x06member\x18\a \x01(\tR\x06member\"\xc3\x02\n" +
+	"\x06member\x18\a \x01(\tR\x06member\x12\x1a\n" +
+	"\bconflict\x18\b \x01(\bR\bconflict\"\xc3\x02\n" +
 	"\x05Event\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\asession\x18\x02 \x01(\tR\asession\x12\x10\n" +
@@ -1340,7 +1362,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\"$\n" +
 	"\n" +
 	"ConfirmAck\x12\x16\n" +
-	"\x06status\x18\x01 \x01(\tR\x06status\"\x91\x02\n" +
+	"\x06status\x18\x01 \x01(\tR\x06status\"\xb0\x02\n" +
 	"\n" +
 	"TurnRecord\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x03R\x04turn\x12\x10\n" +
@@ -1349,7 +1371,9 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\tassistant\x18\x04 \x01(\v2!.tooldispatch.v1.AssistantMessageR\tassistant\x12A\n" +
 	"\rtool_messages\x18\x05 \x03(\v2\x1c.tooldispatch.v1.ToolMessageR\ftoolMessages\x12$\n" +
 	"\x0etime_unix_nano\x18\x06 \x01(\x03R\ftimeUnixNano\x12\x1a\n" +
-	"\bprovider\x18\a \x01(\tR\bproviderB/Z-github.com/tooldispatch/tooldispatch/messagesb\x06proto3"
+	"\bprovider\x18\a \x01(\tR\bprovider\x12\x1d\n" +
+	"\n" +
+	"calls_hash\x18\b \x01(\tR\tcallsHashB/Z-github.com/tooldispatch/tooldispatch/messagesb\x06proto3"
 
 var (
 	file_tooldispatch_proto_rawDescOnce sync.Once

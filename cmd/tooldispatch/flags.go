@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/cachestore"
 )
 
 // Flag defaults.
@@ -79,6 +80,9 @@ type options struct {
 
 	// args are the positional arguments.
 	args []string
+
+	// wrapStore is env.wrapStore.
+	wrapStore func(cachestore.Store) cachestore.Store
 }
 
 // commandUsage is the first line of each command's help.
@@ -94,7 +98,7 @@ var commandUsage = map[string]string{
 // parseFlags parses the flags of cmd. Errors are exitErrors with status 2
 // (usage printed), or 0 when help was asked for.
 func (e *env) parseFlags(cmd string, args []string) (*options, error) {
-	o := &options{cmd: cmd}
+	o := &options{cmd: cmd, wrapStore: e.wrapStore}
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {

@@ -26,6 +26,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/tooldispatch/tooldispatch/cachestore"
 )
 
 // Exit statuses.
@@ -77,6 +79,9 @@ type env struct {
 	ignoreSIGPIPE func()
 	// getwd returns the default workspace.
 	getwd func() (string, error)
+	// wrapStore wraps the store the dispatcher writes through (tests
+	// inject store faults with it); nil means none.
+	wrapStore func(cachestore.Store) cachestore.Store
 }
 
 func main() {

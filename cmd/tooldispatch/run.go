@@ -301,7 +301,7 @@ func (r *runner) dispatch(ctx context.Context, t *inputTurn) error {
 		r.out.Results(res.GetMessages())
 	}
 	switch {
-	case errors.Is(err, actors.ErrBadRequest):
+	case errors.Is(err, actors.ErrBadRequest), errors.Is(err, actors.ErrTurnIDConflict):
 		return &exitError{code: exitInput, err: &inputError{Turn: t.Index, Offset: t.Offset, Err: err}}
 	case err != nil:
 		return failf(exitFailure, "turn %d: the dispatcher failed (store in %s): %v", t.Index, r.o.data, err)

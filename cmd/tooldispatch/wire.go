@@ -242,6 +242,9 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 	acfg.Observer = observer
 	acfg.Registry = s.reg
 	acfg.Store = store
+	if o.wrapStore != nil {
+		acfg.Store = o.wrapStore(store)
+	}
 	acfg.Logger = log
 	acfg.Events = events
 	acfg.Redact = s.tools.secrets.Redactor().Redact

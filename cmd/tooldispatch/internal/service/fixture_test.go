@@ -41,6 +41,8 @@ type fixtureOpts struct {
 	approve  string
 	exclude  []string
 	autoLoad bool
+	// wrapStore wraps the store the dispatcher writes through.
+	wrapStore func(cachestore.Store) cachestore.Store
 }
 
 // fixture is a whole service on a loopback port: real built-in tools in a
@@ -93,8 +95,12 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	f.broker = NewBroker(o.brokerOpts)
 	f.metrics = NewMetrics(f.reg)
+	var dstore cachestore.Store = f.store
+	if o.wrapStore != nil {
+		dstore = o.wrapStore(f.store)
+	}
 	if f.disp, err = actors.New(actors.Config{
-		Registry: f.reg, Store: f.store, Events: f.broker.Publish, Observer: f.metrics,
+		Registry: f.reg, Store: dstore, Events: f.broker.Publish, Observer: f.metrics,
 		Logger: zerolog.Nop(), WatchdogGrace: o.watchdogGrace,
 	}); err != nil {
 		f.store.Close()

@@ -147,6 +147,8 @@ func (s *Server) turnOutcome(dt *messages.DispatchTurn, res *messages.TurnResult
 		return http.StatusServiceUnavailable, turnFailure{Error: errShuttingDown().msg}
 	case errors.Is(err, actors.ErrBadRequest):
 		return http.StatusBadRequest, turnFailure{Error: err.Error()}
+	case errors.Is(err, actors.ErrTurnIDConflict):
+		return http.StatusConflict, turnFailure{Error: err.Error()}
 	}
 	f := turnFailure{Error: "the turn failed", Turn: res.GetTurn(), Messages: toolMessagesJSON(res.GetMessages())}
 	if res.GetError() != "" {
