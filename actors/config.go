@@ -22,6 +22,12 @@ const (
 	defaultCancelGrace    = 2 * time.Second
 	defaultWatchdogGrace  = time.Second
 	defaultMaxCalls       = 4096
+	// maxTurnArgBytes bounds the arguments of one turn, all calls together
+	// (each call has its own 1 MiB limit): a turn is held in memory several
+	// times over (request, intent, record, store transaction), and
+	// PostgreSQL refuses a value over 1 GB. The run input's limit per turn
+	// is the same.
+	maxTurnArgBytes = 64 << 20
 	// requestTimeout bounds how long an API call waits for the actor system;
 	// turns end far sooner (each call has its own timeout).
 	requestTimeout = 24 * time.Hour

@@ -169,6 +169,14 @@ func checkTurn(t *messages.DispatchTurn) error {
 	default:
 		return fmt.Errorf("%w: approve must be ask, all or none, got %q", ErrBadRequest, t.Approve)
 	}
+	total := 0
+	for _, tc := range t.Message.GetToolCalls() {
+		total += len(tc.GetFunction().GetArguments())
+	}
+	if total > maxTurnArgBytes {
+		return fmt.Errorf("%w: the turn's arguments total %d bytes, more than the %d a turn may carry; nothing ran: split the calls over several turns",
+			ErrBadRequest, total, maxTurnArgBytes)
+	}
 	return nil
 }
 
