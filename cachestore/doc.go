@@ -31,6 +31,8 @@
 //	v1/fv/{workspace}/{path}/{n}  file version n: 1 version, 2 time (unix ns), 3 size,
 //	                              4 deleted, 5 note
 //	v1/fc/{workspace}/{path}/{n}  file version n's bytes (raw)
+//	v1/p/{key}/{n}                part n of a chunked turn or intent record
+//	                              stored under {key} (see chunk.go)
 //
 // {workspace} is the hex of the first 16 bytes of the SHA-256 of the
 // workspace's cleaned absolute path. Records other than TurnRecord use the
@@ -48,6 +50,9 @@
 // Badger funnels every write through one committer goroutine: it takes the
 // queued writes of all sessions, checks each turn number on its own (a stale
 // one fails alone) and writes the rest in one transaction, so concurrent
-// sessions share one fsync. A commit is one transaction; only its cache
-// entries may go in a later one when the whole is too big for one.
+// sessions share one fsync. A commit is one transaction; when the whole is
+// too big for one, its cache entries, new de-duplication entries and
+// fetched marks go in later ones and the entries it deletes in earlier ones
+// (the turn record, meta, turn-id index and intent deletion always go
+// together). Size errors are ErrTooLarge, with sizes and never bytes.
 package cachestore
