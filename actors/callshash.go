@@ -31,7 +31,7 @@ func callsHash(calls []*messages.ToolCall) string {
 			args = a.Canonical
 		}
 		writeField(h, []byte(id))
-		writeField(h, []byte(normaliseName(tc.GetFunction().GetName())))
+		writeField(h, []byte(toolkit.NormaliseName(tc.GetFunction().GetName())))
 		writeField(h, args)
 	}
 	return hex.EncodeToString(h.Sum(nil))
