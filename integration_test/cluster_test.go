@@ -221,7 +221,7 @@ func startCluster(t *testing.T, n int, ws string) ([]*member, []int) {
 	var ms []*member
 	for i := 0; i < n; i++ {
 		m := &member{http: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), log: &syncBuffer{}}
-		m.cmd = exec.Command(binary, "serve", "--workspace", ws, "--data", t.TempDir(),
+		m.cmd = exec.Command(binary, "serve", "--approve", "all", "--workspace", ws, "--data", t.TempDir(),
 			"--addr", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--cluster", "it", "--cluster-addr", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
 			"--peers", strings.Join(peers, ","), "--automanage-port", fmt.Sprint(ports[2*n+i]), "--postgres", pg, "--log-level", "warn")
 		m.cmd.Stdout, m.cmd.Stderr = m.log, m.log

@@ -269,7 +269,7 @@ type server struct {
 
 func startServer(t *testing.T, ws, data string) *server {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--workspace", ws, "--data", data, "--log-level", "error")
+	cmd := exec.Command(binary, "serve", "--approve", "all", "--addr", "127.0.0.1:0", "--workspace", ws, "--data", data, "--log-level", "error")
 	pr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
