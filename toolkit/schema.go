@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -29,8 +31,10 @@ import (
 // compiling never touches the network or the file system. Compiled schemas
 // stay for the cache's lifetime.
 type SchemaCache struct {
-	loader jsonschema.URLLoader
-	draft  *jsonschema.Draft
+	loader       jsonschema.URLLoader
+	draft        *jsonschema.Draft
+	formats      FormatPolicy
+	regexTimeout time.Duration
 
 	mu      sync.RWMutex
 	entries map[string]*schemaEntry // guarded by mu; key: the schema text
@@ -64,12 +68,29 @@ func WithDefaultDraft(d *jsonschema.Draft) SchemaOption {
 	}
 }
 
+// WithFormatPolicy sets how `format` is treated (FormatAssert unless set).
+func WithFormatPolicy(p FormatPolicy) SchemaOption {
+	return func(c *SchemaCache) { c.formats = p }
+}
+
+// WithRegexTimeout bounds one match of a schema's pattern (200 ms unless
+// set; d <= 0 keeps the default).
+func WithRegexTimeout(d time.Duration) SchemaOption {
+	return func(c *SchemaCache) {
+		if d > 0 {
+			c.regexTimeout = d
+		}
+	}
+}
+
 // NewSchemaCache returns an empty cache.
 func NewSchemaCache(opts ...SchemaOption) *SchemaCache {
 	c := &SchemaCache{
-		loader:  refuseLoader{},
-		draft:   jsonschema.Draft2020,
-		entries: map[string]*schemaEntry{},
+		loader:       refuseLoader{},
+		draft:        jsonschema.Draft2020,
+		formats:      FormatAssert,
+		regexTimeout: defaultRegexTimeout,
+		entries:      map[string]*schemaEntry{},
 	}
 	for _, o := range opts {
 		o(c)
@@ -115,16 +136,20 @@ func (c *SchemaCache) compile(raw []byte) (*Schema, error) {
 	comp := jsonschema.NewCompiler()
 	comp.DefaultDraft(c.draft)
 	comp.UseLoader(c.loader)
+	var compiled atomic.Bool
+	comp.UseRegexpEngine(ecmaEngine(c.regexTimeout, &compiled, c.formats.annotates("regex")))
+	c.formats.apply(comp)
 	if err := comp.AddResource(loc, doc); err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
 	sch, err := comp.Compile(loc)
+	compiled.Store(true)
 	if err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
 	var fast *fastSchema
-	if formatAnnotation, ok := fastDraft(doc, c.draft); ok {
-		fast = compileFast(doc, true, formatAnnotation)
+	if fastDraft(doc, c.draft) {
+		fast = compileFast(doc, true, c.formats.annotates)
 	}
 	return &Schema{sch: sch, fast: fast, raw: raw}, nil
 }
@@ -511,6 +536,9 @@ func describeKind(k jsonschema.ErrorKind) string {
 	case *kind.MaxContains:
 		return fmt.Sprintf("at most %s may match the schema's contains, got %d", plural(k.Want, "item"), len(k.Got))
 	case *kind.Pattern:
+		if regexTimeouts.has(k.Want, k.Got) {
+			return fmt.Sprintf("could not be checked against pattern `%s`: matching took too long, so the value is refused", k.Want)
+		}
 		return fmt.Sprintf("must match pattern `%s`, got %s", k.Want, quoteShort(k.Got))
 	case *kind.Format:
 		return fmt.Sprintf("must be a valid %s, got %s", k.Want, jsonText(k.Got))
@@ -645,14 +673,14 @@ var fastTypes = map[string]uint8{
 }
 
 // fastDraft tells whether a schema document is in a draft whose keywords
-// fastSchema implements, and whether format is only an annotation there.
-func fastDraft(doc any, def *jsonschema.Draft) (formatAnnotation, ok bool) {
+// fastSchema implements.
+func fastDraft(doc any, def *jsonschema.Draft) bool {
 	draft := def
 	if m, isMap := doc.(map[string]any); isMap {
 		if v, has := m["$schema"]; has {
 			url, isStr := v.(string)
 			if !isStr {
-				return false, false
+				return false
 			}
 			url = strings.TrimSuffix(url, "#")
 			if u, cut := strings.CutPrefix(url, "http://"); cut {
@@ -668,22 +696,21 @@ func fastDraft(doc any, def *jsonschema.Draft) (formatAnnotation, ok bool) {
 			case "json-schema.org/draft/2020-12/schema", "json-schema.org/schema":
 				draft = jsonschema.Draft2020
 			default:
-				return false, false
+				return false
 			}
 		}
 	}
 	switch draft {
-	case jsonschema.Draft7:
-		return false, true
-	case jsonschema.Draft2019, jsonschema.Draft2020:
-		return true, true
+	case jsonschema.Draft7, jsonschema.Draft2019, jsonschema.Draft2020:
+		return true
 	}
-	return false, false
+	return false
 }
 
 // compileFast returns the fastSchema of a schema document, or nil when the
-// document uses anything else.
-func compileFast(doc any, root, formatAnnotation bool) *fastSchema {
+// document uses anything else. annotates tells whether a format name is
+// only an annotation.
+func compileFast(doc any, root bool, annotates func(string) bool) *fastSchema {
 	switch d := doc.(type) {
 	case bool:
 		return &fastSchema{never: !d, minLen: -1, maxLen: -1, minItems: -1, maxItems: -1}
@@ -697,7 +724,8 @@ func compileFast(doc any, root, formatAnnotation bool) *fastSchema {
 			case "$schema":
 				ok = root
 			case "format":
-				ok = formatAnnotation
+				name, isStr := v.(string)
+				ok = isStr && annotates(name)
 			case "type":
 				f.types, ok = fastTypeSet(v)
 			case "properties":
@@ -705,7 +733,7 @@ func compileFast(doc any, root, formatAnnotation bool) *fastSchema {
 				if props, ok = v.(map[string]any); ok {
 					f.props = make(map[string]*fastSchema, len(props))
 					for name, p := range props {
-						if f.props[name] = compileFast(p, false, formatAnnotation); f.props[name] == nil {
+						if f.props[name] = compileFast(p, false, annotates); f.props[name] == nil {
 							return nil
 						}
 					}
@@ -713,11 +741,11 @@ func compileFast(doc any, root, formatAnnotation bool) *fastSchema {
 			case "required":
 				f.required, ok = stringList(v)
 			case "additionalProperties":
-				f.addl = compileFast(v, false, formatAnnotation)
+				f.addl = compileFast(v, false, annotates)
 				ok = f.addl != nil
 			case "items":
 				if _, isList := v.([]any); !isList {
-					f.items = compileFast(v, false, formatAnnotation)
+					f.items = compileFast(v, false, annotates)
 					ok = f.items != nil
 				}
 			case "enum":

@@ -168,10 +168,10 @@ func TestSchemaDrafts(t *testing.T) {
 			wantValid: false,
 		},
 		{
-			name:      "2020-12 formats are annotations",
+			name:      "2020-12 asserts formats too (one policy for every draft)",
 			schema:    `{"properties":{"e":{"type":"string","format":"email"}}}`,
 			args:      `{"e":"not an address"}`,
-			wantValid: true,
+			wantValid: false,
 		},
 		{
 			name:       "remote refs are refused",
@@ -639,7 +639,8 @@ func TestFastPathEligibility(t *testing.T) {
 		{name: "plain object schema", schema: `{"type":"object","properties":{"a":{"type":"string","enum":["x"]},"b":{"type":"array","items":{"type":"integer"},"maxItems":3}},"required":["a"],"additionalProperties":false}`, want: true},
 		{name: "draft-07 header", schema: `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`, want: true},
 		{name: "draft-07 format is asserted", schema: `{"$schema":"http://json-schema.org/draft-07/schema#","properties":{"u":{"format":"uri"}}}`, want: false},
-		{name: "2020-12 format is an annotation", schema: `{"properties":{"u":{"type":"string","format":"uri"}}}`, want: true},
+		{name: "2020-12 asserted format", schema: `{"properties":{"u":{"type":"string","format":"uri"}}}`, want: false},
+		{name: "format not asserted by the policy", schema: `{"properties":{"u":{"type":"string","format":"semver"}}}`, want: true},
 		{name: "refs", schema: `{"$defs":{"a":{}},"properties":{"a":{"$ref":"#/$defs/a"}}}`, want: false},
 		{name: "numeric bounds", schema: `{"properties":{"n":{"minimum":1}}}`, want: false},
 		{name: "number enum", schema: `{"properties":{"n":{"enum":[1,2]}}}`, want: false},
