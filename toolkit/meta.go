@@ -56,6 +56,8 @@ type foundTool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
+	// SchemaError: the tool cannot be called, its schema does not compile.
+	SchemaError string `json:"schema_error,omitempty"`
 }
 
 func findTools(_ context.Context, c *Call) (Result, error) {
@@ -99,8 +101,10 @@ func findTools(_ context.Context, c *Call) (Result, error) {
 	}{Tools: []foundTool{}}
 	var fetched []string
 	for _, t := range picked {
-		out.Tools = append(out.Tools, foundTool{t.Name, t.Description, t.Schema})
-		fetched = append(fetched, t.Name)
+		out.Tools = append(out.Tools, foundTool{t.Name, t.Description, t.Schema, t.SchemaError})
+		if t.SchemaError == "" {
+			fetched = append(fetched, t.Name)
+		}
 	}
 	out.NotFound = missing
 	if len(missing) > 0 {

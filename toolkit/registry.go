@@ -39,6 +39,24 @@ func (r *Registry) Register(t Tool) {
 // an error instead of panicking.
 func (r *Registry) Replace(t Tool) error { return r.add(&t, true) }
 
+// ReplaceOrMark is Replace for tools described by someone else (an MCP
+// server): a schema that does not compile does not drop the tool, it sets
+// its SchemaError, so the tool stays visible with the reason.
+func (r *Registry) ReplaceOrMark(t Tool) error {
+	t.SchemaError = ""
+	if len(t.Schema) > 0 {
+		if _, err := r.Schemas.Compile(t.Schema); err != nil {
+			t.SchemaError = SchemaErrorText(err)
+		}
+	}
+	return r.add(&t, true)
+}
+
+// SchemaErrorText is a schema compile error on one line.
+func SchemaErrorText(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
 func (r *Registry) add(t *Tool, replace bool) error {
 	if !validName.MatchString(t.Name) {
 		return fmt.Errorf("toolkit: invalid tool name %q", t.Name)
@@ -49,7 +67,7 @@ func (r *Registry) add(t *Tool, replace bool) error {
 	if len(t.Schema) == 0 {
 		t.Schema = []byte(`{"type":"object"}`)
 	}
-	if _, err := r.Schemas.Compile(t.Schema); err != nil {
+	if _, err := r.Schemas.Compile(t.Schema); err != nil && t.SchemaError == "" {
 		return fmt.Errorf("toolkit: tool %s: %w", t.Name, err)
 	}
 	if t.Source == "" {

@@ -174,6 +174,12 @@ type Tool struct {
 	// NoDedup: every call runs, even a repeat of one that succeeded in the
 	// run (questions to the human, searches of a history that grows).
 	NoDedup bool
+
+	// SchemaError, when set, is why Schema does not compile (an MCP or client
+	// tool whose schema the validator refuses). Such a tool is listed (tools
+	// --all, find_tools) with the reason and left out of the tools array;
+	// each call of it ends in error naming the reason.
+	SchemaError string
 }
 
 // IsReadOnly applies the tool's confirm policy to canonical arguments.

@@ -44,7 +44,8 @@ type View struct {
 }
 
 // NewView builds a run's view. Client tools must not shadow a registered
-// tool and must have a valid name and schema.
+// tool and must have a valid name; one whose schema does not compile is kept
+// with its SchemaError set.
 func NewView(reg *Registry, provider string, client []*Tool, exclude []string) (*View, error) {
 	v := &View{Registry: reg, Provider: provider}
 	for _, n := range exclude {
@@ -70,7 +71,9 @@ func NewView(reg *Registry, provider string, client []*Tool, exclude []string) (
 			t.Schema = []byte(`{"type":"object"}`)
 		}
 		if _, err := reg.Schemas.Compile(t.Schema); err != nil {
-			return nil, fmt.Errorf("client tool %q: %w", t.Name, err)
+			// Kept, with the reason: its calls end in error and the rest of
+			// the turn runs.
+			t.SchemaError = SchemaErrorText(err)
 		}
 		t.Source = SourceClient
 		v.client[t.Name] = t
@@ -130,11 +133,12 @@ func (v *View) IsClient(name string) bool { _, ok := v.client[name]; return ok }
 
 // InArray reports whether the provider's tools array carries name.
 func (v *View) InArray(name string) bool {
+	t, ok := v.Lookup(name)
+	if !ok || t.SchemaError != "" {
+		return false
+	}
 	if v.IsClient(name) {
 		return true
-	}
-	if _, ok := v.Lookup(name); !ok {
-		return false
 	}
 	if v.Provider == ProviderClaudeCode {
 		return name != RunToolName

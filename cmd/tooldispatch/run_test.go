@@ -280,3 +280,26 @@ func TestRunStoreFailureExitsThree(t *testing.T) {
 		}
 	}
 }
+
+// TestRunClientToolBadSchema: a client tool whose schema does not compile
+// gets its calls an error naming the reason; the other calls of the turn and
+// the later turns run.
+func TestRunClientToolBadSchema(t *testing.T) {
+	ws := exampleWorkspace(t)
+	find := `{"id":"%s","type":"function","function":{"name":"find_tools","arguments":"{\"query\":\"select:calculate\"}"}}`
+	input := `{"client_tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{"q":{"type":"string","minLength":"x"}}}}}],` +
+		`"message":{"role":"assistant","tool_calls":[{"id":"l1","type":"function","function":{"name":"lookup","arguments":"{\"q\":\"x\"}"}},` +
+		strings.Replace(find, "%s", "c1", 1) + `]}}` + "\n" +
+		`{"role":"assistant","tool_calls":[` + strings.Replace(find, "%s", "c2", 1) + `]}` + "\n"
+	e, stdout, stderr := testEnv(strings.NewReader(input))
+	code, out := runInProcess(t, e, stdout, stderr, "--workspace", ws, "--data", t.TempDir(), "--events=false")
+	if code != exitOK {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr.String())
+	}
+	if diff := cmp.Diff([]string{"l1:lookup:error", "c1:find_tools:ok", "c2:find_tools:deduped"}, out.statuses()); diff != "" {
+		t.Errorf("statuses (-want +got):\n%s", diff)
+	}
+	if len(out.results) > 0 && !strings.Contains(out.results[0].Content, "schema does not compile") {
+		t.Errorf("l1 content %q does not say why", out.results[0].Content)
+	}
+}

@@ -24,6 +24,8 @@ type toolInfo struct {
 	ReadOnly    any             `json:"read_only"` // true, false or "depends on arguments"
 	TimeoutMS   int64           `json:"timeout_ms"`
 	Source      toolkit.Source  `json:"source"`
+	// SchemaError: why the tool's schema does not compile (its calls fail).
+	SchemaError string `json:"schema_error,omitempty"`
 }
 
 // cmdTools implements "tooldispatch tools". It needs the workspace (the
@@ -76,6 +78,7 @@ func (e *env) cmdTools(args []string) error {
 				Name: t.Name, Description: t.Description, Parameters: t.Schema,
 				Concurrent: t.Concurrent, ReadOnly: t.ReadOnlyLabel(),
 				TimeoutMS: t.EffectiveTimeout().Milliseconds(), Source: t.Source,
+				SchemaError: t.SchemaError,
 			})
 		}
 		return writeOut(writeJSON(e.stdout, out))

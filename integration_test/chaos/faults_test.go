@@ -33,6 +33,8 @@ func TestMain(m *testing.M) {
 		}()
 		goleak.VerifyTestMain(m,
 			goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"),
+			// regexp2's match-timeout clock stops itself ~1 s after the last match.
+			goleak.IgnoreAnyFunction("github.com/dlclark/regexp2/v2.runClock"),
 			// The stubborn tool's goroutine is abandoned on purpose until
 			// the test releases it; it is checked by the tests themselves.
 		)

@@ -18,6 +18,8 @@ func TestMain(m *testing.M) {
 		// system (it waits on a ticker it never stops); the dispatcher
 		// tests run one.
 		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"),
+		// regexp2's match-timeout clock stops itself ~1 s after the last match.
+		goleak.IgnoreAnyFunction("github.com/dlclark/regexp2/v2.runClock"),
 	)
 }
 

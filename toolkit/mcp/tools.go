@@ -70,7 +70,7 @@ func (s *server) apply(list []*mcp.Tool) {
 		if old, ok := s.tools[name]; ok && old == info {
 			continue
 		}
-		if err := s.m.reg.Replace(tools[name]); err != nil {
+		if err := s.m.reg.ReplaceOrMark(tools[name]); err != nil {
 			s.log.Warn().Err(err).Str("tool", info.mcpName).Msg("MCP tool skipped: the registry refused it")
 			delete(want, name)
 		}

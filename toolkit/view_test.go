@@ -1,0 +1,52 @@
+package toolkit
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestClientToolBadSchema: a client tool whose schema does not compile does
+// not fail the view; it is kept with the reason, left out of the tools
+// array, and find_tools shows why.
+func TestClientToolBadSchema(t *testing.T) {
+	reg := NewRegistry()
+	RegisterMeta(reg)
+	bad := ClientToolFromSpec("lookup_order", "Looks up an order.", `{"type":"object","properties":{"id":{"type":"string","minLength":"x"}}}`)
+	good := ClientToolFromSpec("ping_client", "Pings.", `{"type":"object","properties":{"id":{"type":"string","pattern":"^(?!tmp_)"}}}`)
+	v, err := NewView(reg, "openai", []*Tool{bad, good}, nil)
+	if err != nil {
+		t.Fatalf("NewView: %v", err)
+	}
+	tool, ok := v.Lookup("lookup_order")
+	if !ok || !strings.Contains(tool.SchemaError, "minLength") {
+		t.Fatalf("Lookup = %v, %v; want the tool with its schema error", tool, ok)
+	}
+	if v.InArray("lookup_order") || !v.InArray("ping_client") {
+		t.Errorf("InArray: bad %v, good %v; want false, true", v.InArray("lookup_order"), v.InArray("ping_client"))
+	}
+	args, err := ParseArgs(`{"query":"select:lookup_order"}`, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := findTools(context.Background(), &Call{Args: args, View: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Tools []struct {
+			Name        string `json:"name"`
+			SchemaError string `json:"schema_error"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(res.Content), &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Tools) != 1 || !strings.Contains(out.Tools[0].SchemaError, "minLength") {
+		t.Errorf("find_tools = %s; want the schema error", res.Content)
+	}
+	if len(res.Fetched) != 0 {
+		t.Errorf("fetched %v; a tool that cannot be called is not fetched", res.Fetched)
+	}
+}
