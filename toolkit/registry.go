@@ -21,9 +21,10 @@ type Registry struct {
 	Schemas *SchemaCache
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry {
-	return &Registry{tools: map[string]*Tool{}, Schemas: NewSchemaCache()}
+// NewRegistry returns an empty registry whose schema cache takes opts (the
+// format policy, the pattern match bound).
+func NewRegistry(opts ...SchemaOption) *Registry {
+	return &Registry{tools: map[string]*Tool{}, Schemas: NewSchemaCache(opts...)}
 }
 
 // Register adds a tool. Registration mistakes (bad name, missing handler,

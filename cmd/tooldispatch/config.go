@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/rs/zerolog"
 
+	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 	"github.com/tooldispatch/tooldispatch/toolkit/mcp"
 	"github.com/tooldispatch/tooldispatch/toolkit/sandbox"
@@ -97,6 +99,20 @@ type dispatcherConfig struct {
 	AutoLoadSchemas bool `toml:"auto_load_schemas"`
 	// Exclude lists tools no run may call.
 	Exclude []string `toml:"exclude"`
+	// Formats is the format policy of argument schemas: "assert" (default:
+	// the formats in toolkit.AssertedFormats are checked, the rest are
+	// annotations) or "annotate" (none is checked); the same for every draft.
+	Formats toolkit.FormatPolicy `toml:"formats"`
+	// PatternTimeout bounds one match of a schema pattern (default 200ms).
+	PatternTimeout duration `toml:"pattern_timeout"`
+}
+
+// schemaOptions are the schema cache options of the configuration.
+func (c dispatcherConfig) schemaOptions() []toolkit.SchemaOption {
+	return []toolkit.SchemaOption{
+		toolkit.WithFormatPolicy(cmp.Or(c.Formats, toolkit.FormatAssert)),
+		toolkit.WithRegexTimeout(c.PatternTimeout.Duration),
+	}
 }
 
 // duration is a time.Duration written "30s" in TOML.
@@ -175,6 +191,14 @@ func (c *fileConfig) validate() error {
 		if err := c.Chaos.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("chaos: %w", err))
 		}
+	}
+	if c.Dispatcher.Formats != "" {
+		if err := c.Dispatcher.Formats.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("dispatcher.formats: %w", err))
+		}
+	}
+	if c.Dispatcher.PatternTimeout.Duration < 0 {
+		errs = append(errs, errors.New("dispatcher.pattern_timeout must not be negative"))
 	}
 	if c.Dispatcher.MaxConcurrency < 0 {
 		errs = append(errs, errors.New("dispatcher.max_concurrency must not be negative"))

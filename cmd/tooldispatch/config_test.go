@@ -45,6 +45,8 @@ func TestConfigErrors(t *testing.T) {
 		{"bad chaos", "[chaos]\nseed = 1\n[[chaos.rules]]\ntools = [\"*\"]\nfaults = [{kind = \"melt\", probability = 0.1}]\n", "chaos"},
 		{"bad toml", "[web\n", "config"},
 		{"negative concurrency", "[dispatcher]\nmax_concurrency = -1\n", "max_concurrency"},
+		{"unknown format policy", "[dispatcher]\nformats = \"sometimes\"\n", "dispatcher.formats"},
+		{"negative pattern timeout", "[dispatcher]\npattern_timeout = \"-1s\"\n", "pattern_timeout"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -303,3 +303,37 @@ func TestRunClientToolBadSchema(t *testing.T) {
 		t.Errorf("l1 content %q does not say why", out.results[0].Content)
 	}
 }
+
+// TestRunFormatPolicy: the configured format policy decides whether a
+// client tool's `"format": "email"` refuses a bad address, whatever draft
+// the schema declares.
+func TestRunFormatPolicy(t *testing.T) {
+	input := `{"client_tools":[{"type":"function","function":{"name":"mail","parameters":{"type":"object","properties":{"to":{"type":"string","format":"email"}}}}},` +
+		`{"type":"function","function":{"name":"mail7","parameters":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"to":{"type":"string","format":"email"}}}}}],` +
+		`"message":{"role":"assistant","tool_calls":[{"id":"m1","type":"function","function":{"name":"mail","arguments":"{\"to\":\"nobody\"}"}},` +
+		`{"id":"m2","type":"function","function":{"name":"mail7","arguments":"{\"to\":\"nobody\"}"}}]}}` + "\n"
+	tests := []struct {
+		name, config string
+		want         []string
+	}{
+		{"default asserts", "", []string{"m1:mail:invalid_args", "m2:mail7:invalid_args"}},
+		{"annotate", "[dispatcher]\nformats = \"annotate\"\n", []string{"m1:mail:client_pending", "m2:mail7:client_pending"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := exampleWorkspace(t)
+			cfg := filepath.Join(t.TempDir(), "config.toml")
+			if err := os.WriteFile(cfg, []byte(tt.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			e, stdout, stderr := testEnv(strings.NewReader(input))
+			code, out := runInProcess(t, e, stdout, stderr, "--workspace", ws, "--data", t.TempDir(), "--events=false", "--config", cfg)
+			if code != exitOK {
+				t.Fatalf("exit status %d; stderr:\n%s", code, stderr.String())
+			}
+			if diff := cmp.Diff(tt.want, out.statuses()); diff != "" {
+				t.Errorf("statuses (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -55,7 +55,7 @@ func (e *env) cmdTools(args []string) error {
 	defer os.RemoveAll(scratch)
 	store := cachestore.NewMemory()
 	defer store.Close()
-	reg := toolkit.NewRegistry()
+	reg := toolkit.NewRegistry(cfg.Dispatcher.schemaOptions()...)
 	ts, err := registerTools(reg, ws, store, scratch, o, cfg, nil, log)
 	if err != nil {
 		return failf(exitFailure, "%v", err)

@@ -220,7 +220,7 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 			return nil, failf(exitUsage, "--chaos: %v", err)
 		}
 	}
-	s.reg = toolkit.NewRegistry()
+	s.reg = toolkit.NewRegistry(cfg.Dispatcher.schemaOptions()...)
 	var observer toolkit.Observer
 	if o.cmd == "serve" {
 		s.metrics = service.NewMetrics(s.reg)
