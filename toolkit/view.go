@@ -2,7 +2,9 @@ package toolkit
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -18,6 +20,10 @@ const (
 
 // ArrayTools are the tools a provider other than claude-code gets in its
 // tools array (when registered), besides client tools.
+// ErrToolCollision: a client tool and a registered tool of the same name would
+// both be in the provider's tools array.
+var ErrToolCollision = errors.New("toolkit: client tool name collides")
+
 var ArrayTools = []string{FindToolsName, RunToolName, "reasoning_guide", "write_todo", "chat_history", "ask_user", "write_result"}
 
 // FunctionTool is one entry of a tools array in the OpenAI function-tool shape.
@@ -43,8 +49,10 @@ type View struct {
 	exclude  map[string]bool
 }
 
-// NewView builds a run's view. Client tools must not shadow a registered
-// tool and must have a valid name; one whose schema does not compile is kept
+// NewView builds a run's view. A client tool may take the name of a
+// registered tool that the provider's tools array does not carry (the
+// client's wins for the run); where both would be in the array NewView
+// fails with ErrToolCollision. Client tools must have a valid name; one whose schema does not compile is kept
 // with its SchemaError set.
 func NewView(reg *Registry, provider string, client []*Tool, exclude []string) (*View, error) {
 	v := &View{Registry: reg, Provider: provider}
@@ -58,8 +66,8 @@ func NewView(reg *Registry, provider string, client []*Tool, exclude []string) (
 		if !validName.MatchString(t.Name) {
 			return nil, fmt.Errorf("client tool name %q is not valid (letters, digits, _ and -, at most 64)", t.Name)
 		}
-		if _, ok := reg.Lookup(t.Name); ok {
-			return nil, fmt.Errorf("client tool %q has the name of a registered tool", t.Name)
+		if _, ok := reg.Lookup(t.Name); ok && !v.exclude[t.Name] && registeredInArray(provider, t.Name) {
+			return nil, fmt.Errorf("%w: client tool %q has the name of a built-in tool in the tools array of provider %q; rename the client tool or exclude the built-in", ErrToolCollision, t.Name, provider)
 		}
 		if v.client == nil {
 			v.client = map[string]*Tool{}
@@ -107,7 +115,7 @@ func (v *View) Tools() []*Tool {
 	all := v.Registry.All()
 	out := make([]*Tool, 0, len(all)+len(v.client))
 	for _, t := range all {
-		if !v.exclude[t.Name] {
+		if _, shadowed := v.client[t.Name]; !v.exclude[t.Name] && !shadowed {
 			out = append(out, t)
 		}
 	}
@@ -140,15 +148,16 @@ func (v *View) InArray(name string) bool {
 	if v.IsClient(name) {
 		return true
 	}
-	if v.Provider == ProviderClaudeCode {
+	return registeredInArray(v.Provider, name)
+}
+
+// registeredInArray reports whether the provider's tools array carries the
+// registered tool name.
+func registeredInArray(provider, name string) bool {
+	if provider == ProviderClaudeCode {
 		return name != RunToolName
 	}
-	for _, n := range ArrayTools {
-		if n == name {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(ArrayTools, name)
 }
 
 // StartsFetched reports whether the model has a tool's schema at the start of

@@ -3,6 +3,7 @@ package toolkit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -48,5 +49,47 @@ func TestClientToolBadSchema(t *testing.T) {
 	}
 	if len(res.Fetched) != 0 {
 		t.Errorf("fetched %v; a tool that cannot be called is not fetched", res.Fetched)
+	}
+}
+
+// TestClientToolShadowsBuiltin: a client tool may take the name of a
+// registered tool the provider's array does not carry (the client's wins);
+// where both would be in the array, the view is refused with a message.
+func TestClientToolShadowsBuiltin(t *testing.T) {
+	reg := NewRegistry()
+	RegisterMeta(reg)
+	reg.Register(Tool{Name: "calculate", Description: "Built-in.", Handler: func(context.Context, *Call) (Result, error) { return Result{}, nil }})
+	client := func() []*Tool { return []*Tool{ClientToolFromSpec("calculate", "The client's.", `{"type":"object"}`)} }
+
+	v, err := NewView(reg, "openai", client(), nil)
+	if err != nil {
+		t.Fatalf("openai: NewView: %v", err)
+	}
+	tool, ok := v.Lookup("calculate")
+	if !ok || tool.Source != SourceClient || !v.IsClient("calculate") {
+		t.Errorf("Lookup = %+v; want the client's tool", tool)
+	}
+	n := 0
+	for _, tl := range v.Tools() {
+		if tl.Name == "calculate" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("Tools lists calculate %d times", n)
+	}
+
+	_, err = NewView(reg, ProviderClaudeCode, client(), nil)
+	if err == nil || !strings.Contains(err.Error(), `client tool "calculate" has the name of a built-in tool in the tools array`) {
+		t.Errorf("claude-code: NewView = %v; want a collision error", err)
+	}
+	if !errors.Is(err, ErrToolCollision) {
+		t.Errorf("error %v is not ErrToolCollision", err)
+	}
+	if _, err := NewView(reg, ProviderClaudeCode, client(), []string{"calculate"}); err != nil {
+		t.Errorf("claude-code with calculate excluded: %v", err)
+	}
+	if _, err := NewView(reg, "openai", []*Tool{ClientToolFromSpec("find_tools", "", "")}, nil); err == nil {
+		t.Error("a client find_tools was accepted under openai, where the built-in is in the array")
 	}
 }

@@ -293,6 +293,11 @@ func (r *runner) watchSignals(cancel context.CancelFunc) (stop func() os.Signal)
 // dispatch runs one turn and queues its result lines.
 func (r *runner) dispatch(ctx context.Context, t *inputTurn) error {
 	dt, err := r.request(t)
+	var refused *turnRefused
+	if errors.As(err, &refused) {
+		r.refuse(refused)
+		return r.out.Err()
+	}
 	if err != nil {
 		return &exitError{code: exitInput, err: err}
 	}
@@ -310,6 +315,33 @@ func (r *runner) dispatch(ctx context.Context, t *inputTurn) error {
 		return failf(exitFailure, "writing the results: %v", err)
 	}
 	return nil
+}
+
+// turnRefused is a turn that is well formed but cannot run as declared (a
+// client tool collides with a built-in in the tools array): that turn is
+// refused, the input goes on.
+type turnRefused struct {
+	turn *inputTurn
+	err  error
+}
+
+func (e *turnRefused) Error() string { return e.err.Error() }
+
+// refuse answers every call of a refused turn with an error naming the
+// reason, without dispatching it (nothing is run or recorded), and warns.
+func (r *runner) refuse(tr *turnRefused) {
+	fmt.Fprintf(r.e.stderr, "tooldispatch: turn refused, the input goes on: %v\n", tr.err)
+	text := "not run: the turn was refused: " + tr.err.Error()
+	var msgs []*messages.ToolMessage
+	for i, tc := range tr.turn.Message.GetToolCalls() {
+		id := tc.GetId()
+		if id == "" {
+			id = fmt.Sprintf("call_%d", i+1)
+		}
+		msgs = append(msgs, &messages.ToolMessage{Role: "tool", ToolCallId: id, Name: tc.GetFunction().GetName(),
+			Status: string(toolkit.StatusError), Content: text})
+	}
+	r.out.Results(msgs)
 }
 
 // request builds the DispatchTurn of t: the envelope's fields over the
@@ -343,7 +375,12 @@ func (r *runner) request(t *inputTurn) (*messages.DispatchTurn, error) {
 			tools[i] = toolkit.ClientToolFromSpec(s.GetName(), s.GetDescription(), s.GetParameters())
 		}
 		if _, err := toolkit.NewView(r.stack.reg, dt.Provider, tools, decl.exclude); err != nil {
-			return nil, &inputError{Turn: t.Index, Offset: t.Offset, Err: fmt.Errorf("client_tools: %w", err)}
+			ie := &inputError{Turn: t.Index, Offset: t.Offset, Err: fmt.Errorf("client_tools: %w", err)}
+			if errors.Is(err, toolkit.ErrToolCollision) {
+				r.decls[key] = decl
+				return nil, &turnRefused{turn: t, err: ie}
+			}
+			return nil, ie
 		}
 	}
 	r.decls[key] = decl

@@ -103,11 +103,6 @@ func TestRunStopsAtUnreadableInput(t *testing.T) {
 		stderr string
 	}{
 		{name: "invalid JSON", input: good + "\n{\"role\":\"assistant\",}\n" + good, stderr: "turn 2 at byte 166: invalid JSON"},
-		{
-			name:   "client tool that shadows a built-in",
-			input:  good + "\n" + `{"client_tools":[{"type":"function","function":{"name":"calculate"}}],"message":` + good + "}",
-			stderr: "turn 2 at byte 146: client_tools: client tool \"calculate\" has the name of a registered tool",
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -335,5 +330,33 @@ func TestRunFormatPolicy(t *testing.T) {
 				t.Errorf("statuses (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestRunClientToolCollision: a client tool may shadow a built-in the
+// provider's array does not carry (the client's wins); where both would be
+// in the array that turn is refused with a message and the input goes on.
+func TestRunClientToolCollision(t *testing.T) {
+	ws := exampleWorkspace(t)
+	calc := `{"role":"assistant","tool_calls":[{"id":"%s","type":"function","function":{"name":"calculate","arguments":"{\"expression\":\"1+1\"}"}}]}`
+	call := func(id string) string { return strings.Replace(calc, "%s", id, 1) }
+	input := call("b1") + "\n" +
+		`{"client_tools":[{"type":"function","function":{"name":"calculate","parameters":{"type":"object"}}}],"message":` + call("x1") + "}\n" +
+		`{"provider":"claude-code","message":` + call("x2") + "}\n" +
+		`{"client_tools":[],"message":` + call("b2") + "}\n"
+	e, stdout, stderr := testEnv(strings.NewReader(input))
+	code, out := runInProcess(t, e, stdout, stderr, "--workspace", ws, "--data", t.TempDir(), "--events=false")
+	if code != exitOK {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr.String())
+	}
+	want := []string{"b1:calculate:deferred", "x1:calculate:client_pending", "x2:calculate:error", "b2:calculate:deferred"}
+	if diff := cmp.Diff(want, out.statuses()); diff != "" {
+		t.Errorf("statuses (-want +got):\n%s", diff)
+	}
+	if len(out.results) == 4 && !strings.Contains(out.results[2].Content, `client tool "calculate" has the name of a built-in tool in the tools array of provider "claude-code"`) {
+		t.Errorf("refused turn's content: %q", out.results[2].Content)
+	}
+	if !strings.Contains(stderr.String(), "turn refused") {
+		t.Errorf("stderr does not warn of the refused turn:\n%s", stderr.String())
 	}
 }
