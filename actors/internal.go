@@ -90,6 +90,9 @@ type callPlan struct {
 	args     toolkit.Args
 	argsHash string
 	dedupKey string
+	// stamp is the tool's Stamp of what the call depends on, taken before
+	// it runs; a de-duplication entry is replayed only while it still holds.
+	stamp    string
 	readOnly bool
 	// decided is set when pass 1 ended the call.
 	decided *messages.ToolMessage

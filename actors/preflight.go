@@ -189,7 +189,8 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 	p.readOnly = tool.IsReadOnly(args)
 	if !tool.NoDedup {
 		p.dedupKey = toolkit.DedupKey(p.name, args)
-		if e, ok := in.runState.Dedup[p.dedupKey]; ok && !a.invalid[p.dedupKey] {
+		p.takeStamp()
+		if e, ok := in.runState.Dedup[p.dedupKey]; ok && !a.invalid[p.dedupKey] && e.Stamp == p.stamp {
 			return a.decide(p, toolkit.StatusDeduped, e.Content), false
 		}
 		if first, ok := a.inTurn[p.dedupKey]; ok {

@@ -208,7 +208,9 @@ func clampIndex(x uint64) int {
 	return int(x)
 }
 
-// Dedup record: 1 key, 2 tool, 3 content, 4 paths (repeated), 5 stale_on_mutation.
+// Dedup record: 1 key, 2 tool, 3 content, 4 paths (repeated), 5 stale_on_mutation,
+// 6 stamp (absent in entries written before stamps: those match only a tool
+// without a Stamp, so a stamped tool runs again once).
 func encodeDedup(e *DedupEntry) []byte {
 	var b []byte
 	b = appendStringField(b, 1, e.Key)
@@ -219,6 +221,9 @@ func encodeDedup(e *DedupEntry) []byte {
 	}
 	if e.StaleOnMutation {
 		b = appendVarintField(b, 5, 1)
+	}
+	if e.Stamp != "" {
+		b = appendStringField(b, 6, e.Stamp)
 	}
 	return b
 }
@@ -237,6 +242,8 @@ func decodeDedup(b []byte) (*DedupEntry, error) {
 			e.Paths = append(e.Paths, string(f.v))
 		case 5:
 			e.StaleOnMutation = f.x != 0
+		case 6:
+			e.Stamp = string(f.v)
 		}
 		return nil
 	})

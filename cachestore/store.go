@@ -35,6 +35,11 @@ type DedupEntry struct {
 	Paths []string
 	// StaleOnMutation: any successful mutating call drops this entry.
 	StaleOnMutation bool
+	// Stamp is what the call saw of the world outside the run before it ran
+	// (toolkit.Tool.Stamp: for file tools each path's size, modification
+	// time and content hash); the entry is replayed only while a fresh stamp
+	// is equal.
+	Stamp string
 }
 
 // RunState is the state of one run: the de-duplication table and the tools

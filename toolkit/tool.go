@@ -172,8 +172,17 @@ type Tool struct {
 	// successful mutating call (find_files, run_command).
 	StaleOnMutation bool
 	// NoDedup: every call runs, even a repeat of one that succeeded in the
-	// run (questions to the human, searches of a history that grows).
+	// run (questions to the human, searches of a history that grows, a
+	// mutating tool whose repeats are meant to act again). Without it a
+	// repeat of a successful call in the same run is answered with the
+	// first result (at most once per run; see README).
 	NoDedup bool
+	// Stamp, when set, returns what a call's result depends on outside the
+	// run (read_files and file_history: each path's size, modification time
+	// and content hash). It is taken before the call runs and kept with the
+	// de-duplication entry; a repeat is answered from the entry only while a
+	// fresh stamp is equal, otherwise it runs again.
+	Stamp func(Args) string
 
 	// SchemaError, when set, is why Schema does not compile (an MCP or client
 	// tool whose schema the validator refuses). Such a tool is listed (tools

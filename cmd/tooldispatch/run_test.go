@@ -360,3 +360,36 @@ func TestRunClientToolCollision(t *testing.T) {
 		t.Errorf("stderr does not warn of the refused turn:\n%s", stderr.String())
 	}
 }
+
+// TestRunReadIsFreshAcrossInvocations: a read de-duplicated over a run that
+// spans invocations (--run) is answered again from the file once the file
+// changed outside the run; an unchanged file is still de-duplicated.
+func TestRunReadIsFreshAcrossInvocations(t *testing.T) {
+	ws := exampleWorkspace(t)
+	data := t.TempDir()
+	read := `{"auto_load_schemas":true,"message":{"role":"assistant","tool_calls":[{"id":"%s","type":"function","function":{"name":"run_tool","arguments":"{\"name\":\"read_files\",\"arguments\":{\"paths\":[\"notes.md\"]}}"}}]}}` + "\n"
+	invoke := func(id string) toolMessageJSON {
+		t.Helper()
+		e, stdout, stderr := testEnv(strings.NewReader(strings.Replace(read, "%s", id, 1)))
+		code, out := runInProcess(t, e, stdout, stderr, "--workspace", ws, "--data", data, "--events=false", "--run", "r1")
+		if code != exitOK || len(out.results) != 1 {
+			t.Fatalf("exit status %d, %d results; stderr:\n%s", code, len(out.results), stderr.String())
+		}
+		return out.results[0]
+	}
+	if err := os.WriteFile(filepath.Join(ws, "notes.md"), []byte("first version\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := invoke("r1"); r.Status != "ok" || !strings.Contains(r.Content, "first version") {
+		t.Fatalf("first read: %s %q", r.Status, r.Content)
+	}
+	if r := invoke("r2"); r.Status != "deduped" || !strings.Contains(r.Content, "first version") {
+		t.Fatalf("unchanged file: %s %q; want deduped", r.Status, r.Content)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "notes.md"), []byte("second version, edited outside\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := invoke("r3"); r.Status != "ok" || !strings.Contains(r.Content, "second version") {
+		t.Errorf("read after the outside edit: %s %q; want the fresh content", r.Status, r.Content)
+	}
+}

@@ -97,6 +97,7 @@ func (f *fileTools) readFilesTool() toolkit.Tool {
 		Timeout:    readTimeout,
 		Handler:    f.readFiles,
 		Paths:      func(a toolkit.Args) []string { return f.cleanPaths(a.Strings("paths")...) },
+		Stamp:      f.stampPaths(func(a toolkit.Args) []string { return f.cleanPaths(a.Strings("paths")...) }),
 	}
 }
 
@@ -511,6 +512,7 @@ func (f *fileTools) fileHistoryTool() toolkit.Tool {
 		Timeout:    historyTimeout,
 		Handler:    f.fileHistory,
 		Paths:      func(a toolkit.Args) []string { return f.cleanPaths(a.String("path")) },
+		Stamp:      f.stampPaths(func(a toolkit.Args) []string { return f.cleanPaths(a.String("path")) }),
 	}
 }
 
