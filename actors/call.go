@@ -119,6 +119,10 @@ func (a *callActor) settle(cctx context.Context, p *callPlan, res toolkit.Result
 		o.msg = toolMsg(p, toolkit.StatusSkipped, err.Error())
 	case a.turnCtx.Err() != nil:
 		o.msg = toolMsg(p, toolkit.StatusCanceled, "canceled: the turn was canceled while the call ran: "+err.Error())
+	case errors.Is(err, toolkit.ErrNotSent):
+		o.msg = toolMsg(p, toolkit.StatusError, err.Error())
+	case errors.Is(err, toolkit.ErrOutcomeUnknown):
+		o.msg = toolMsg(p, toolkit.StatusOutcomeUnknown, err.Error())
 	case errors.Is(cctx.Err(), context.DeadlineExceeded):
 		o.msg = toolMsg(p, toolkit.StatusTimeout, fmt.Sprintf("timed out after %s: %s", p.tool.EffectiveTimeout(), err.Error()))
 	default:

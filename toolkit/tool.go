@@ -3,6 +3,7 @@ package toolkit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -138,6 +139,18 @@ type Cache interface {
 	Get(ctx context.Context, key string, now time.Time) ([]byte, bool, error)
 	Put(ctx context.Context, e CacheEntry) error
 }
+
+// Call errors a handler may wrap to choose the call's status.
+var (
+	// ErrNotSent: the call was never handed to whatever runs it (an MCP
+	// server that was down or restarting until the call's time ran out); it
+	// did not run and is safe to retry. The call ends `error`.
+	ErrNotSent = errors.New("toolkit: the call was not sent; it is safe to retry")
+	// ErrOutcomeUnknown: the call was sent and the side that runs it failed
+	// before answering (a crashed or hung MCP server); it may have run. The
+	// call ends `outcome_unknown`.
+	ErrOutcomeUnknown = errors.New("toolkit: the call's outcome is unknown")
+)
 
 // Handler runs one call. A returned error becomes status error with the
 // error's text; a context that ended becomes timeout or canceled. Handlers

@@ -107,7 +107,17 @@ type ServerConfig struct {
 	// MaxResultBytes caps the text of one tool result; longer results are
 	// cut with a note. Zero means DefaultMaxResultBytes.
 	MaxResultBytes int `toml:"max_result_bytes"`
+	// HangTimeout: while calls wait on the server it is pinged every
+	// HangTimeout/2; a ping not answered within HangTimeout declares the
+	// server hung: it is killed and restarted, and the waiting call ends
+	// outcome_unknown. Zero means DefaultHangTimeout, a negative value turns
+	// the check off.
+	HangTimeout time.Duration `toml:"hang_timeout"`
 }
+
+// DefaultHangTimeout is how long a server with calls waiting may leave a
+// ping unanswered before it is declared hung.
+const DefaultHangTimeout = 5 * time.Second
 
 // Validate reports the first bad field of one server; the field is named
 // relative to the server (command, url…).
@@ -179,6 +189,12 @@ func (s ServerConfig) withDefaults() ServerConfig {
 	}
 	if s.MaxResultBytes == 0 {
 		s.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if s.HangTimeout == 0 {
+		s.HangTimeout = DefaultHangTimeout
+	}
+	if s.HangTimeout < 0 {
+		s.HangTimeout = 0
 	}
 	return s
 }

@@ -63,6 +63,8 @@ type hooks struct {
 	// call: a call of tool is about to be sent (called on the caller's
 	// goroutine).
 	call func(server, tool string)
+	// hung: the server left a ping unanswered for after while calls waited.
+	hung func(server string, after time.Duration)
 }
 
 // Manager runs the configured MCP servers and keeps their tools in a

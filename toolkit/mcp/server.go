@@ -2,20 +2,24 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"runtime/debug"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
+	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/internal/procgroup"
 )
 
@@ -51,9 +55,13 @@ type server struct {
 	refresh chan struct{} // cap 1: the server said its tool list changed
 	suspect chan struct{} // cap 1: a call failed in transport
 
+	inflight atomic.Int64 // calls sent and not answered
+
 	mu       sync.Mutex
 	state    State                 // guarded by mu
+	changed  chan struct{}         // guarded by mu; closed and replaced at every change of state
 	session  *mcp.ClientSession    // guarded by mu; set while StateUp
+	conn     *conn                 // guarded by mu; the connection of session
 	tools    map[string]registered // guarded by mu; by registered name
 	lastErr  error                 // guarded by mu
 	nextTry  time.Time             // guarded by mu
@@ -78,6 +86,7 @@ func newServer(m *Manager, cfg ServerConfig) *server {
 		refresh: make(chan struct{}, 1),
 		suspect: make(chan struct{}, 1),
 		state:   StateStarting,
+		changed: make(chan struct{}),
 		tools:   map[string]registered{},
 	}
 }
@@ -90,6 +99,12 @@ type conn struct {
 	http    *http.Transport // Streamable HTTP servers
 	done    chan struct{}   // closed when the session has ended
 	waitErr error           // why it ended; read after done
+	// syncs are the tool listings and pings serve runs beside its loop;
+	// end waits for them after closing the session.
+	syncs sync.WaitGroup
+	// broken is set when a call failed in transport on this session: later
+	// calls wait for the next session instead of being sent here.
+	broken atomic.Bool
 }
 
 // pid returns the stdio server's process id, or 0.
@@ -196,7 +211,21 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 // serve waits until the session ends or the manager closes, refreshing the
 // tools when the server says its list changed. It returns why it stopped.
 func (s *server) serve(c *conn) error {
+	interval := s.cfg.HangTimeout / 2
+	if interval <= 0 {
+		interval = time.Duration(math.MaxInt64)
+	}
+	hang := time.NewTicker(interval)
+	defer hang.Stop()
+	var syncing atomic.Bool
+	resync := false
+	var synced <-chan time.Time // polls for the end of a listing while one is owed
 	for {
+		if resync {
+			synced = time.After(100 * time.Millisecond)
+		} else {
+			synced = nil
+		}
 		select {
 		case <-c.done:
 			if c.waitErr != nil {
@@ -204,7 +233,23 @@ func (s *server) serve(c *conn) error {
 			}
 			return fmt.Errorf("MCP server %q ended the session", s.name)
 		case <-s.refresh:
-			s.sync(c.session)
+			// Listing runs beside the loop: a server that stops answering
+			// during it must still be caught by the hang check.
+			if !syncing.Swap(true) {
+				c.syncs.Add(1)
+				go func() {
+					defer c.syncs.Done()
+					defer syncing.Store(false)
+					s.sync(c.session)
+				}()
+			} else {
+				resync = true
+			}
+		case <-synced:
+			if resync && !syncing.Load() {
+				resync = false
+				poke(s.refresh)
+			}
 		case <-s.suspect:
 			ctx, cancel := context.WithTimeout(s.m.ctx, probeTimeout)
 			err := c.session.Ping(ctx, nil)
@@ -212,26 +257,83 @@ func (s *server) serve(c *conn) error {
 			if err != nil && s.m.ctx.Err() == nil {
 				return fmt.Errorf("MCP server %q does not answer after a failed call: %w", s.name, err)
 			}
+		case <-hang.C:
+			if err := s.checkHang(c); err != nil {
+				return err
+			}
 		case <-s.m.ctx.Done():
 			return ErrClosed
 		}
 	}
 }
 
+// checkHang pings the server when calls wait on it; a ping not answered
+// within HangTimeout declares it hung.
+func (s *server) checkHang(c *conn) error {
+	if s.inflight.Load() == 0 {
+		return nil
+	}
+	// The ping runs beside the wait: a write to a stopped process can block
+	// past the context, so the bound is our own timer. The goroutine ends
+	// when the session closes at the latest; end waits for it.
+	ctx, cancel := context.WithTimeout(s.m.ctx, s.cfg.HangTimeout)
+	defer cancel()
+	began := time.Now()
+	answered := make(chan error, 1)
+	c.syncs.Add(1)
+	go func() {
+		defer c.syncs.Done()
+		answered <- c.session.Ping(ctx, nil)
+	}()
+	timer := time.NewTimer(s.cfg.HangTimeout)
+	defer timer.Stop()
+	var err error
+	select {
+	case err = <-answered:
+		if err == nil || s.m.ctx.Err() != nil {
+			return nil
+		}
+	case <-timer.C:
+		err = context.DeadlineExceeded
+	case <-s.m.ctx.Done():
+		return nil
+	}
+	if h := s.m.hooks.hung; h != nil {
+		h(s.name, time.Since(began))
+	}
+	// Closing the session waits for writes a stopped process never reads:
+	// kill its process group first, so the session ends at once and the
+	// calls waiting on it return.
+	c.broken.Store(true)
+	if pid := c.pid(); pid > 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	return fmt.Errorf("MCP server %q did not answer a ping within %s while calls waited; declared hung: %w", s.name, s.cfg.HangTimeout, err)
+}
+
+// signal wakes the calls waiting for a change of state. Call with mu held.
+func (s *server) signal() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
 // end closes a session and cleans up after it.
 func (s *server) end(c *conn) {
 	s.mu.Lock()
-	s.session = nil
+	s.session, s.conn = nil, nil
 	if s.m.ctx.Err() != nil {
 		s.state = StateClosed
 	} else {
 		s.state = StateRestarting
 	}
+	s.signal()
 	s.mu.Unlock()
+	c.broken.Store(true)
 	if err := c.session.Close(); err != nil {
 		s.log.Debug().Err(err).Msg("closing the MCP session")
 	}
 	<-c.done
+	c.syncs.Wait()
 	c.cleanup()
 }
 
@@ -272,8 +374,9 @@ func (s *server) env() []string {
 
 func (s *server) setUp(c *conn) {
 	s.mu.Lock()
-	s.session = c.session
+	s.session, s.conn = c.session, c
 	s.state = StateUp
+	s.signal()
 	s.mu.Unlock()
 	s.log.Info().Int("pid", c.pid()).Msg("MCP server connected")
 	if h := s.m.hooks.up; h != nil {
@@ -290,6 +393,42 @@ func (s *server) setDown(err error, delay time.Duration) {
 	}
 	s.lastErr = err
 	s.nextTry = time.Now().Add(delay)
+	s.signal()
+}
+
+// await returns a live session for a call, waiting while the server starts
+// or restarts, up to ctx. A call that gets none was not sent.
+func (s *server) await(ctx context.Context) (*mcp.ClientSession, *conn, error) {
+	for {
+		sess, err := s.current()
+		s.mu.Lock()
+		changed, c := s.changed, s.conn
+		s.mu.Unlock()
+		if err == nil && c != nil && !c.broken.Load() {
+			select {
+			case <-c.done:
+				// The session is over but serve has not noticed yet.
+			default:
+				return sess, c, nil
+			}
+		} else if err != nil && !errors.Is(err, ErrUnavailable) {
+			return nil, nil, fmt.Errorf("%w (%w)", err, toolkit.ErrNotSent)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, nil, s.notSent(ctx)
+		}
+	}
+}
+
+// notSent explains a call that waited for the server in vain.
+func (s *server) notSent(ctx context.Context) error {
+	_, err := s.current()
+	if err == nil {
+		err = fmt.Errorf("MCP server %q: its session ended", s.name)
+	}
+	return fmt.Errorf("not sent: %w; the call waited for the server until %v and did not run, so it is safe to retry (%w)", err, context.Cause(ctx), toolkit.ErrNotSent)
 }
 
 // current returns the session for a call, or why there is none.

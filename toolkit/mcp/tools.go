@@ -129,11 +129,8 @@ func (s *server) toolkitTool(name string, t *mcp.Tool) (toolkit.Tool, registered
 // handler runs calls of the MCP tool mcpName.
 func (s *server) handler(mcpName string) toolkit.Handler {
 	return func(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
-		sess, err := s.current()
+		sess, conn, err := s.await(ctx)
 		if err != nil {
-			return toolkit.Result{}, err
-		}
-		if err := ctx.Err(); err != nil {
 			return toolkit.Result{}, err
 		}
 		callCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
@@ -149,10 +146,12 @@ func (s *server) handler(mcpName string) toolkit.Handler {
 			h(s.name, mcpName)
 		}
 		began := time.Now()
+		s.inflight.Add(1)
 		res, err := sess.CallTool(callCtx, &mcp.CallToolParams{Name: mcpName, Arguments: args})
+		s.inflight.Add(-1)
 		elapsed := time.Since(began)
 		if err != nil {
-			return toolkit.Result{}, s.callError(ctx, callCtx, mcpName, elapsed, err)
+			return toolkit.Result{}, s.callError(ctx, callCtx, conn, mcpName, elapsed, err)
 		}
 		text := resultText(res, s.cfg.MaxResultBytes)
 		s.log.Debug().Str("tool", mcpName).Dur("elapsed", elapsed).Bool("is_error", res.IsError).
@@ -165,7 +164,7 @@ func (s *server) handler(mcpName string) toolkit.Handler {
 }
 
 // callError explains why a call returned no result.
-func (s *server) callError(ctx, callCtx context.Context, tool string, elapsed time.Duration, err error) error {
+func (s *server) callError(ctx, callCtx context.Context, c *conn, tool string, elapsed time.Duration, err error) error {
 	elapsed = elapsed.Round(time.Millisecond)
 	switch {
 	case ctx.Err() != nil:
@@ -179,8 +178,9 @@ func (s *server) callError(ctx, callCtx context.Context, tool string, elapsed ti
 	if errors.As(err, &werr) {
 		return fmt.Errorf("MCP server %q refused the call of %s: %s (JSON-RPC error %d)", s.name, tool, werr.Message, werr.Code)
 	}
+	c.broken.Store(true)
 	poke(s.suspect)
 	s.log.Warn().Err(err).Str("tool", tool).Msg("MCP call failed in transport")
-	return fmt.Errorf("MCP server %q failed during the call of %s after %s (%v); the outcome is unknown, and the server is restarted if it stopped: %w",
-		s.name, tool, elapsed, err, ErrServerFailed)
+	return fmt.Errorf("MCP server %q failed during the call of %s after %s (%v); the outcome is unknown, and the server is restarted if it stopped: %w (%w)",
+		s.name, tool, elapsed, err, ErrServerFailed, toolkit.ErrOutcomeUnknown)
 }

@@ -1,0 +1,106 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// TestQueuedCallsSurviveACrash: a server SIGKILLed during a call with 50
+// calls queued behind it (MCP tools run one at a time, as the dispatcher
+// runs them): the call in flight ends with its outcome unknown, and the
+// queued calls wait for the restart and run on the new server.
+func TestQueuedCallsSurviveACrash(t *testing.T) {
+	h := newHarness(t, []ServerConfig{{Name: "everything", Command: serverCommand(t, "server-everything", "stdio"), Timeout: 30 * time.Second}},
+		func(m *Manager) {
+			m.policy = backoff{initial: 400 * time.Millisecond, max: 4 * time.Second, healthy: time.Hour}
+		})
+	h.start()
+	first := next(t, "the first session", h.ev.up)
+	drain(h.ev.call)
+	long := make(chan error, 1)
+	go func() {
+		_, err := h.call(context.Background(), "mcp__everything__trigger-long-running-operation", `{"duration":30,"steps":30}`)
+		long <- err
+	}()
+	next(t, "the long call", h.ev.call)
+	killed := time.Now()
+	if err := syscall.Kill(first.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := next(t, "the killed call", long); !errors.Is(err, toolkit.ErrOutcomeUnknown) || !errors.Is(err, ErrServerFailed) {
+		t.Fatalf("call in flight at the kill: %v; want ErrOutcomeUnknown", err)
+	}
+	ok, unknown := 0, 0
+	var firstOK time.Duration
+	for i := range 50 {
+		got, err := h.call(context.Background(), "mcp__everything__echo", fmt.Sprintf(`{"message":"q%d"}`, i))
+		switch {
+		case err == nil && got == fmt.Sprintf("Echo: q%d", i):
+			if ok == 0 {
+				firstOK = time.Since(killed)
+			}
+			ok++
+		case errors.Is(err, toolkit.ErrOutcomeUnknown):
+			unknown++ // sent on the dead session before its end was seen
+		default:
+			t.Errorf("queued call %d = %q, %v", i, got, err)
+		}
+	}
+	second := next(t, "the restarted session", h.ev.up)
+	if second.pid == first.pid {
+		t.Errorf("the server was not restarted (pid %d)", second.pid)
+	}
+	if ok < 49 {
+		t.Errorf("%d of 50 queued calls ran on the restarted server (%d outcome unknown)", ok, unknown)
+	}
+	t.Logf("SIGKILL: %d/50 queued calls ok, %d outcome unknown; first queued call answered %s after the kill (restart back-off 400ms)",
+		ok, unknown, firstOK.Round(time.Millisecond))
+}
+
+// TestHungServerIsRestarted: a SIGSTOPped server with a call waiting on it
+// misses its ping, is declared hung, killed and restarted; the waiting call
+// ends with its outcome unknown, and later calls succeed on the new server.
+func TestHungServerIsRestarted(t *testing.T) {
+	const hangTimeout = 1 * time.Second
+	hung := make(chan time.Duration, 1)
+	h := newHarness(t, []ServerConfig{{Name: "everything", Command: serverCommand(t, "server-everything", "stdio"),
+		Timeout: 60 * time.Second, PingInterval: -time.Second, HangTimeout: hangTimeout}},
+		func(m *Manager) {
+			m.policy = backoff{initial: 100 * time.Millisecond, max: time.Second, healthy: time.Hour}
+			m.hooks.hung = func(_ string, after time.Duration) { offer(hung, after) }
+		})
+	h.start()
+	first := next(t, "the first session", h.ev.up)
+	if err := syscall.Kill(first.pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// The process is killed by the restart; make sure it never lingers
+	// stopped if the test fails first.
+	t.Cleanup(func() { syscall.Kill(first.pid, syscall.SIGKILL) })
+	stopped := time.Now()
+	_, err := h.call(context.Background(), "mcp__everything__echo", `{"message":"are you there"}`)
+	ended := time.Since(stopped)
+	if !errors.Is(err, toolkit.ErrOutcomeUnknown) {
+		t.Fatalf("call to the hung server: %v; want ErrOutcomeUnknown (its call timeout is 60s)", err)
+	}
+	detected := next(t, "the hang", hung)
+	second := next(t, "the restarted session", h.ev.up)
+	restarted := time.Since(stopped)
+	if second.pid == first.pid || processAlive(first.pid) {
+		t.Errorf("the hung server (pid %d) was not replaced: new pid %d, old alive %v", first.pid, second.pid, processAlive(first.pid))
+	}
+	for i := range 3 {
+		got, err := h.call(context.Background(), "mcp__everything__echo", fmt.Sprintf(`{"message":"back %d"}`, i))
+		if err != nil || got != fmt.Sprintf("Echo: back %d", i) {
+			t.Errorf("call %d after the restart = %q, %v", i, got, err)
+		}
+	}
+	t.Logf("SIGSTOP: hang timeout %s; ping unanswered for %s; waiting call ended %s after the stop; new server up %s after the stop",
+		hangTimeout, detected.Round(time.Millisecond), ended.Round(time.Millisecond), restarted.Round(time.Millisecond))
+}
