@@ -113,6 +113,10 @@ type ServerConfig struct {
 	// outcome_unknown. Zero means DefaultHangTimeout, a negative value turns
 	// the check off.
 	HangTimeout time.Duration `toml:"hang_timeout"`
+	// NoDedup makes every call of the server's tools run, even a repeat of
+	// one that succeeded in the run (toolkit.Tool.NoDedup): for servers
+	// whose repeated calls are meant to act again.
+	NoDedup bool `toml:"no_dedup"`
 }
 
 // DefaultHangTimeout is how long a server with calls waiting may leave a

@@ -59,6 +59,8 @@ url = "https://mcp.example.com/mcp"
 headers = { Authorization = "Bearer abc" }
 connect_timeout = "5s"
 ping_interval = "-1s"
+hang_timeout = "2s"
+no_dedup = true
 `
 	var cfg struct {
 		MCP Config `toml:"mcp"`
@@ -77,7 +79,7 @@ ping_interval = "-1s"
 		},
 		{
 			Name: "search", URL: "https://mcp.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer abc"},
-			ConnectTimeout: 5 * time.Second, PingInterval: -time.Second,
+			ConnectTimeout: 5 * time.Second, PingInterval: -time.Second, HangTimeout: 2 * time.Second, NoDedup: true,
 		},
 	}}
 	if diff := cmp.Diff(want, cfg.MCP); diff != "" {

@@ -121,6 +121,7 @@ func (s *server) toolkitTool(name string, t *mcp.Tool) (toolkit.Tool, registered
 		Concurrent:  false,
 		ReadOnly:    info.readOnly,
 		Timeout:     s.cfg.Timeout,
+		NoDedup:     s.cfg.NoDedup,
 		Handler:     s.handler(t.Name),
 		Source:      toolkit.SourceMCP,
 	}, info, nil
