@@ -51,7 +51,7 @@ func (r *ecmaRegexp) String() string { return r.re.String() }
 func (r *ecmaRegexp) MatchString(s string) bool {
 	ok, err := r.re.MatchString(s)
 	if err != nil {
-		regexTimeouts.add(r.re.String(), s)
+		regexTimeouts.add(r.re.String(), s, r.re.MatchTimeout)
 		return false
 	}
 	return ok
@@ -59,15 +59,15 @@ func (r *ecmaRegexp) MatchString(s string) bool {
 
 // regexTimeouts remembers the last few (pattern, value) pairs whose match
 // gave up, keyed by a hash so no value is kept. Safe for concurrent use.
-var regexTimeouts = &timeoutSet{seen: map[[32]byte]struct{}{}}
+var regexTimeouts = &timeoutSet{seen: map[[32]byte]time.Duration{}}
 
 // maxTimeoutsKept bounds regexTimeouts.
 const maxTimeoutsKept = 64
 
 type timeoutSet struct {
 	mu    sync.Mutex
-	seen  map[[32]byte]struct{} // guarded by mu
-	order [][32]byte            // guarded by mu; oldest first
+	seen  map[[32]byte]time.Duration // guarded by mu; the bound that was passed
+	order [][32]byte                 // guarded by mu; oldest first
 }
 
 func timeoutKey(pattern, value string) [32]byte {
@@ -80,7 +80,7 @@ func timeoutKey(pattern, value string) [32]byte {
 	return k
 }
 
-func (t *timeoutSet) add(pattern, value string) {
+func (t *timeoutSet) add(pattern, value string, bound time.Duration) {
 	k := timeoutKey(pattern, value)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -91,14 +91,15 @@ func (t *timeoutSet) add(pattern, value string) {
 		delete(t.seen, t.order[0])
 		t.order = t.order[1:]
 	}
-	t.seen[k] = struct{}{}
+	t.seen[k] = bound
 	t.order = append(t.order, k)
 }
 
-func (t *timeoutSet) has(pattern, value string) bool {
+// bound returns the match bound a (pattern, value) pair ran past, if it did.
+func (t *timeoutSet) bound(pattern, value string) (time.Duration, bool) {
 	k := timeoutKey(pattern, value)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_, ok := t.seen[k]
-	return ok
+	d, ok := t.seen[k]
+	return d, ok
 }

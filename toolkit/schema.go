@@ -536,8 +536,8 @@ func describeKind(k jsonschema.ErrorKind) string {
 	case *kind.MaxContains:
 		return fmt.Sprintf("at most %s may match the schema's contains, got %d", plural(k.Want, "item"), len(k.Got))
 	case *kind.Pattern:
-		if regexTimeouts.has(k.Want, k.Got) {
-			return fmt.Sprintf("could not be checked against pattern `%s`: matching took too long, so the value is refused", k.Want)
+		if d, ok := regexTimeouts.bound(k.Want, k.Got); ok {
+			return fmt.Sprintf("could not be checked against pattern `%s`: matching took longer than %s, so the value is refused", k.Want, d)
 		}
 		return fmt.Sprintf("must match pattern `%s`, got %s", k.Want, quoteShort(k.Got))
 	case *kind.Format:

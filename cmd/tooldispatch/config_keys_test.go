@@ -51,6 +51,8 @@ var configKeyRows = []configKeyRow{
 		TestServeConfigExcludeIsACeiling(t)
 		TestToolsCommandHonoursConfigExclude(t)
 	}},
+	{key: "dispatcher.formats", effect: TestRunFormatPolicy},
+	{key: "dispatcher.pattern_timeout", effect: TestRunPatternTimeout},
 	{key: "secrets.key_file", effect: testConfigSecretsKeyFile},
 	{key: "secrets.bind.name", effect: TestConfigBindsSecrets},
 	{key: "secrets.bind.origins", effect: TestConfigBindsSecrets},
@@ -85,6 +87,8 @@ var configKeyRows = []configKeyRow{
 	{key: "mcp.servers.connect_timeout", wiredTo: "mcp.NewManager: connection timeout (toolkit/mcp config_test.go)"},
 	{key: "mcp.servers.ping_interval", wiredTo: "mcp.NewManager: health pings (toolkit/mcp stdio_test.go)"},
 	{key: "mcp.servers.max_result_bytes", wiredTo: "mcp.NewManager: result cap (toolkit/mcp config_test.go)"},
+	{key: "mcp.servers.hang_timeout", wiredTo: "mcp.NewManager: hung server killed and restarted (toolkit/mcp liveness_test.go TestHungServerIsRestarted)"},
+	{key: "mcp.servers.no_dedup", wiredTo: "mcp.NewManager: Tool.NoDedup of the server's tools (toolkit/mcp tools.go)"},
 
 	// [script] and [ext]: script.Register(reg, script.Config{cfg.Script, cfg.Ext}); effects in toolkit/script tests.
 	{key: "script.manifests.path", wiredTo: "script.Register: manifests loaded (toolkit/script)"},

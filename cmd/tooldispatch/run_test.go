@@ -393,3 +393,26 @@ func TestRunReadIsFreshAcrossInvocations(t *testing.T) {
 		t.Errorf("read after the outside edit: %s %q; want the fresh content", r.Status, r.Content)
 	}
 }
+
+// TestRunPatternTimeout: [dispatcher] pattern_timeout bounds a schema
+// pattern's match; a value whose match runs past it is refused saying so.
+func TestRunPatternTimeout(t *testing.T) {
+	ws := exampleWorkspace(t)
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfg, []byte("[dispatcher]\npattern_timeout = \"5ms\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	input := `{"client_tools":[{"type":"function","function":{"name":"grep","parameters":{"type":"object","properties":{"s":{"type":"string","pattern":"^(a+)+$"}}}}}],` +
+		`"message":{"role":"assistant","tool_calls":[{"id":"g1","type":"function","function":{"name":"grep","arguments":"{\"s\":\"` + strings.Repeat("a", 4000) + `!\"}"}}]}}` + "\n"
+	e, stdout, stderr := testEnv(strings.NewReader(input))
+	code, out := runInProcess(t, e, stdout, stderr, "--workspace", ws, "--data", t.TempDir(), "--events=false", "--config", cfg)
+	if code != exitOK {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr.String())
+	}
+	if diff := cmp.Diff([]string{"g1:grep:invalid_args"}, out.statuses()); diff != "" {
+		t.Fatalf("statuses (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(out.results[0].Content, "matching took longer than 5ms") {
+		t.Errorf("content %q does not name the configured bound", out.results[0].Content)
+	}
+}
