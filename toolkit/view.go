@@ -201,6 +201,11 @@ func (v *View) ContextText() string {
 		if v.InArray(t.Name) {
 			continue
 		}
+		if t.SchemaError != "" {
+			fmt.Fprintf(&b, "- %s: (cannot be called: its schema does not compile) %s\n", t.Name, firstLine(t.Description))
+			n++
+			continue
+		}
 		fmt.Fprintf(&b, "- %s: %s\n", t.Name, firstLine(t.Description))
 		n++
 	}

@@ -24,6 +24,9 @@ func TestClientToolBadSchema(t *testing.T) {
 	if !ok || !strings.Contains(tool.SchemaError, "minLength") {
 		t.Fatalf("Lookup = %v, %v; want the tool with its schema error", tool, ok)
 	}
+	if !strings.Contains(v.ContextText(), "- lookup_order: (cannot be called: its schema does not compile)") {
+		t.Errorf("context text does not mark the tool:\n%s", v.ContextText())
+	}
 	if v.InArray("lookup_order") || !v.InArray("ping_client") {
 		t.Errorf("InArray: bad %v, good %v; want false, true", v.InArray("lookup_order"), v.InArray("ping_client"))
 	}

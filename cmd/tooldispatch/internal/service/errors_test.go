@@ -32,7 +32,7 @@ func TestRequestErrors(t *testing.T) {
 		{"trailing data", "POST", "/v1/sessions/e1/turns", "application/json", okTurn + `{}`, 400, []string{"after the JSON object"}},
 		{"no message", "POST", "/v1/sessions/e1/turns", "application/json", `{"run":"r1"}`, 400, []string{"message is required"}},
 		{"bad approve", "POST", "/v1/sessions/e1/turns", "application/json", `{"approve":"maybe","message":{}}`, 400, []string{"approve"}},
-		{"bad client tool", "POST", "/v1/sessions/e1/turns", "application/json", `{"message":{},"client_tools":[{"type":"function","function":{"name":"read_files"}}]}`, 400, []string{"client_tools", "registered tool"}},
+		{"bad client tool", "POST", "/v1/sessions/e1/turns", "application/json", `{"message":{},"client_tools":[{"type":"function","function":{"name":"find_tools"}}]}`, 400, []string{"client_tools", "built-in tool in the tools array"}},
 		{"bad chaos policy", "POST", "/v1/sessions/e1/turns", "application/json", `{"message":{},"chaos":{"seed":1,"rules":[{"tools":["*"],"faults":[{"kind":"melt","probability":0.5}]}]}}`, 400, []string{"chaos policy", "melt"}},
 		{"oversize body", "POST", "/v1/sessions/e1/turns", "application/json", `{"message":{"content":"` + strings.Repeat("x", 5000) + `"}}`, 413, []string{"larger than 4096 bytes"}},
 		{"text/plain", "POST", "/v1/sessions/e1/turns", "text/plain", okTurn, 415, []string{"application/json"}},
