@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/actors"
-	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/internal/service"
+	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
