@@ -28,7 +28,7 @@ func (e *env) cmdBench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
-		fmt.Fprint(e.stderr, benchUsage)
+		fmt.Fprint(fs.Output(), benchUsage)
 		fs.PrintDefaults()
 	}
 	quick := fs.Bool("quick", false, "fewer rounds and smaller workloads (a smoke run)")
@@ -37,6 +37,11 @@ func (e *env) cmdBench(args []string) error {
 	peers := fs.String("peers", "", "`DIR` of the peers module (default: integration_test/peers found from the working directory)")
 	noPeers := fs.Bool("no-peers", false, "do not measure eino")
 	tau := fs.String("tau-bench", "", "τ-bench expected-calls.json `FILE` (default: ../shared/testdata/tau-bench found from the working directory)")
+	if wantsHelp(args) {
+		fs.SetOutput(e.stdout)
+		fs.Usage()
+		return nil
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -92,30 +94,55 @@ var commandUsage = map[string]string{
 	"session":      "session [flags]\n\nPrint the persisted session --session: {\"tools\":[…],\"tool_histories\":[…]}.",
 	"chaos-plan":   "chaos plan --chaos FILE [flags] [TURNS|-]\n\nPrint the faults the policy injects into the turns of TURNS, before running them.",
 	"chaos-report": "chaos report [flags]\n\nList each injected fault of a session and what the agent did on its next turn.",
-	"serve":        "serve [flags]\n\nServe the HTTP API, the live event streams, the operator page at / and\n/metrics (SPEC section 11).",
+	"serve":        "serve [flags]\n\nServe the HTTP API, the live event streams, the operator page at / and\n/metrics (README.md, \"The service\").",
 }
 
 // parseFlags parses the flags of cmd. Errors are exitErrors with status 2
 // (usage printed), or 0 when help was asked for.
 func (e *env) parseFlags(cmd string, args []string) (*options, error) {
-	o := &options{cmd: cmd, wrapStore: e.wrapStore}
+	o := &options{cmd: cmd, wrapStore: e.wrapStore, provider: defaultProvider, session: defaultSession}
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	// Parse messages and the usage go to a buffer first: asked for, the
+	// help is the output (stdout, exit 0); after a mistake it goes to
+	// stderr.
+	var parseOut bytes.Buffer
+	fs.SetOutput(&parseOut)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: tooldispatch %s\n\nFlags:\n", commandUsage[cmd])
 		printFlags(fs)
 	}
-	var workspace, data, logLevel string
-	fs.StringVar(&workspace, "workspace", "", "root `DIR` of every file tool and of run_command (default: the current directory)")
-	fs.StringVar(&data, "data", "", "Badger data `DIR` and secret key (default: $XDG_STATE_HOME or ~/.local/state, then "+stateDirName+"/NAME-HASH for the workspace)")
-	fs.StringVar(&o.provider, "provider", defaultProvider, "model family the turns come from: claude-code, or any other `NAME`")
-	fs.StringVar(&o.approve, "approve", "", "approve calls that change things: `ask|all|none` (default: ask when stdin or /dev/tty is a terminal, none otherwise)")
-	fs.IntVar(&o.maxConcurrency, "max-concurrency", 0, "run at most `N` concurrent tools of a turn at once (default: half the CPU cores, at least 3)")
-	fs.StringVar(&o.session, "session", defaultSession, "session `ID`")
-	fs.StringVar(&o.run, "run", "", "run `ID`; turns of a run share de-duplication (default: one new run per invocation)")
-	fs.StringVar(&logLevel, "log-level", defaultLogLevel, "log `LEVEL` on stderr: trace, debug, info, warn, error or disabled")
-	fs.BoolVar(&o.shell, "shell", false, "allow run_command's shell mode (a command line run by /bin/sh -c)")
-	fs.StringVar(&o.config, "config", "", "the operator's configuration `FILE` (TOML; default $"+configEnv+"); see docs/CONFIG.md")
+	// Each command takes only the common flags it uses.
+	uses := func(cmds ...string) bool { return slices.Contains(cmds, cmd) }
+	workspace, data, logLevel := "", "", defaultLogLevel
+	switch {
+	case uses("run", "tools", "serve"):
+		fs.StringVar(&workspace, "workspace", "", "root `DIR` of every file tool and of run_command (default: the current directory)")
+	case uses("session", "chaos-report"):
+		fs.StringVar(&workspace, "workspace", "", "the workspace `DIR` whose default data directory to read (default: the current directory)")
+	}
+	if uses("run", "session", "serve", "chaos-report") {
+		fs.StringVar(&data, "data", "", "Badger data `DIR` and secret key (default: $XDG_STATE_HOME or ~/.local/state, then "+stateDirName+"/NAME-HASH for the workspace)")
+	}
+	if uses("run", "tools") {
+		fs.StringVar(&o.provider, "provider", defaultProvider, "model family the turns come from: claude-code, or any other `NAME`")
+	}
+	if uses("run", "serve") {
+		fs.StringVar(&o.approve, "approve", "", "approve calls that change things: `ask|all|none` (default: ask when stdin or /dev/tty is a terminal, none otherwise)")
+		fs.IntVar(&o.maxConcurrency, "max-concurrency", 0, "run at most `N` concurrent tools of a turn at once (default: half the CPU cores, at least 3)")
+	}
+	if uses("run", "session", "chaos-report") {
+		fs.StringVar(&o.session, "session", defaultSession, "session `ID`")
+	}
+	if uses("run", "chaos-plan", "chaos-report") {
+		fs.StringVar(&o.run, "run", "", "run `ID`; turns of a run share de-duplication (default: one new run per invocation)")
+	}
+	if !uses("chaos-plan") {
+		fs.StringVar(&logLevel, "log-level", defaultLogLevel, "log `LEVEL` on stderr: trace, debug, info, warn, error or disabled")
+	}
+	if uses("run", "tools", "serve") {
+		fs.BoolVar(&o.shell, "shell", false, "allow run_command's shell mode (a command line run by /bin/sh -c)")
+		fs.StringVar(&o.config, "config", "", "the operator's configuration `FILE` (TOML; default $"+configEnv+"); see docs/CONFIG.md")
+	}
 	switch cmd {
 	case "run":
 		fs.BoolVar(&o.events, "events", true, "print every event as a JSON line before the results")
@@ -147,8 +174,13 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 
 	rest, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
+		if _, err := e.stdout.Write(parseOut.Bytes()); err != nil {
+			return nil, writeOut(err)
+		}
 		return nil, &exitError{code: exitOK}
 	}
+	_, _ = e.stderr.Write(parseOut.Bytes())
+	fs.SetOutput(e.stderr)
 	if err != nil {
 		return nil, &exitError{code: exitUsage}
 	}

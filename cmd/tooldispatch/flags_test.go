@@ -75,7 +75,6 @@ func TestUsageErrors(t *testing.T) {
 		{name: "missing workspace", args: []string{"tools"}, wantCode: exitUsage, wantStderr: []string{"--workspace"}},
 		{name: "workspace is a file", args: []string{"tools", "--workspace", filepath.Join(ws, "f")}, wantCode: exitUsage, wantStderr: []string{"is not a directory"}},
 		{name: "missing input file", args: []string{"run", "--workspace", ws, filepath.Join(ws, "nope.jsonl")}, wantCode: exitInput, wantStderr: []string{"reading turns"}},
-		{name: "help", args: []string{"run", "-h"}, wantCode: exitOK, wantStderr: []string{"Usage: tooldispatch run [flags] [FILE|-]", "--events", "--confirm-timeout DURATION"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

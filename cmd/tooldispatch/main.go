@@ -7,6 +7,10 @@
 //	tooldispatch run     [flags] [FILE|-]   dispatch turns read from a file or stdin, print JSON Lines
 //	tooldispatch tools   [flags]            print the tools array and the turn-context text a provider gets
 //	tooldispatch session [flags]            print a persisted session: {"tools":[…],"tool_histories":[…]}
+//	tooldispatch serve   [flags]            HTTP service, default address 127.0.0.1:8723
+//	tooldispatch chaos   plan|report        chaos mode: print a policy's faults before a run, or report them after
+//	tooldispatch bench   [flags]            the dispatch benchmark
+//	tooldispatch version                    print the version, the commit and the Go version
 //
 // Exit status: 0 when every turn was dispatched, whatever the tools'
 // statuses; 1 for unreadable input; 2 for a usage error; 3 when the
@@ -47,8 +51,9 @@ const usageText = `Usage:
   tooldispatch serve   [flags]            HTTP service, default address 127.0.0.1:8723
   tooldispatch chaos   plan|report        chaos mode: print a policy's faults before a run, or report them after
   tooldispatch bench   [flags]            the dispatch benchmark: tooldispatch against a bare dispatcher and eino
+  tooldispatch version                    print the version, the commit and the Go version
 
-Run "tooldispatch COMMAND -h" for the flags of a command.
+Run "tooldispatch COMMAND --help" for the flags of a command.
 
 Exit status: 0 when every turn was dispatched, whatever the tools' statuses;
 1 for unreadable input; 2 for a usage error; 3 when the dispatcher or its
@@ -123,6 +128,8 @@ func (e *env) main(args []string) int {
 		err = e.cmdChaos(rest)
 	case "bench":
 		err = e.cmdBench(rest)
+	case "version":
+		err = e.cmdVersion(rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(e.stdout, usageText)
 		return exitOK
