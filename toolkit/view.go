@@ -215,16 +215,51 @@ func (v *View) ContextText() string {
 	return b.String()
 }
 
+// firstLine returns the summary of a tool's description: its first line,
+// cut after the first sentence when that ends within 160 bytes, and at most
+// 200 bytes.
 func firstLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexAny(s, "\n"); i >= 0 {
 		s = s[:i]
 	}
-	if i := strings.Index(s, ". "); i >= 0 && i < 160 {
+	if i := sentenceEnd(s); i >= 0 && i < 160 {
 		s = s[:i+1]
 	}
 	if len(s) > 200 {
 		s = s[:197] + "..."
 	}
 	return s
+}
+
+// abbreviations end in a dot that does not end a sentence.
+var abbreviations = []string{"e.g.", "i.e.", "etc.", "cf.", "vs.", "incl.", "approx.", "resp.", "esp."}
+
+// sentenceEnd returns the index of the dot that ends the first sentence of
+// s, or -1: a dot followed by a space, outside parentheses, brackets and
+// quotes, that does not end an abbreviation such as "e.g.".
+func sentenceEnd(s string) int {
+	depth, quoted := 0, false
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			if depth > 0 {
+				depth--
+			}
+		case '"':
+			quoted = !quoted
+		case '.':
+			if depth > 0 || quoted || i+1 >= len(s) || s[i+1] != ' ' {
+				continue
+			}
+			word := s[strings.LastIndexAny(s[:i], " (\"")+1 : i+1]
+			if slices.Contains(abbreviations, strings.ToLower(word)) {
+				continue
+			}
+			return i
+		}
+	}
+	return -1
 }
