@@ -147,6 +147,7 @@ func TestRunConfigAutoLoadSchemas(t *testing.T) {
 // server is a "tooldispatch serve" process on a loopback port.
 type server struct {
 	base   string
+	pid    int
 	mu     sync.Mutex
 	stderr bytes.Buffer // guarded by mu; what the process wrote after start-up
 }
@@ -165,7 +166,7 @@ func startServe(t *testing.T, args ...string) *server {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{}
+	s := &server{pid: cmd.Process.Pid}
 	r := bufio.NewReader(pipe)
 	var head strings.Builder
 	for s.base == "" {

@@ -58,6 +58,9 @@ func (e *env) cmdServe(args []string) error {
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, ErrorLog: nil}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
+	if err := recordServeAddr(o.data, ln.Addr().String()); err != nil {
+		log.Warn().Err(err).Msg("recording the address in the data directory")
+	}
 	fmt.Fprintf(e.stderr, "tooldispatch: serving on http://%s (data %s)\n", ln.Addr(), o.data)
 
 	var sigs <-chan os.Signal

@@ -30,6 +30,9 @@ func (e *env) cmdSession(args []string) error {
 		return writeOut(writeJSON(e.stdout, out))
 	}
 	store, err := openStore(o.data, false, false, log)
+	if held := (*storeHeldError)(nil); errors.As(err, &held) {
+		held.session = o.session
+	}
 	if err != nil {
 		return failf(exitFailure, "opening the store in %s: %v", o.data, err)
 	}

@@ -171,14 +171,26 @@ func (ts *toolset) close() {
 }
 
 // openStore opens the Badger store in dir, creating the directory when
-// create is set.
-func openStore(dir string, create, fsync bool, log zerolog.Logger) (*cachestore.Badger, error) {
+// create is set, and records this process as its holder (holder.go) until
+// Close. A store another process holds fails with a *storeHeldError that
+// names that process.
+func openStore(dir string, create, fsync bool, log zerolog.Logger) (*heldStore, error) {
 	if create {
 		if err := os.MkdirAll(dir, dataDirMode); err != nil {
 			return nil, fmt.Errorf("creating the data directory: %w", err)
 		}
 	}
-	return cachestore.OpenBadger(cachestore.BadgerOptions{Dir: dir, SyncWrites: fsync, Small: true, Logger: log})
+	b, err := cachestore.OpenBadger(cachestore.BadgerOptions{Dir: dir, SyncWrites: fsync, Small: true, Logger: log})
+	if err != nil {
+		if isLocked(err) {
+			return nil, heldError(dir, err)
+		}
+		return nil, err
+	}
+	if err := writeHolder(dir, holderRecord{PID: os.Getpid(), Command: commandLine()}); err != nil {
+		log.Warn().Err(err).Msg("recording this process as the holder of the store")
+	}
+	return &heldStore{Badger: b, dir: dir}, nil
 }
 
 // stack is what run works with: the workspace, the store, the registry and
