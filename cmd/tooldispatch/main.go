@@ -70,6 +70,9 @@ type env struct {
 	stderr io.Writer
 	// stdinTerminal reports whether stdin is a terminal.
 	stdinTerminal bool
+	// stdoutTerminal reports whether stdout is a terminal: run then prints
+	// for people (--pretty) unless told otherwise.
+	stdoutTerminal bool
 	// openTTY opens the controlling terminal for prompts; nil means there
 	// is none.
 	openTTY func() (io.ReadWriteCloser, error)
@@ -91,11 +94,12 @@ type env struct {
 
 func main() {
 	e := &env{
-		stdin:         os.Stdin,
-		stdout:        os.Stdout,
-		stderr:        os.Stderr,
-		stdinTerminal: isTerminal(os.Stdin),
-		openTTY:       openTTY,
+		stdin:          os.Stdin,
+		stdout:         os.Stdout,
+		stderr:         os.Stderr,
+		stdinTerminal:  isTerminal(os.Stdin),
+		stdoutTerminal: isTerminal(os.Stdout),
+		openTTY:        openTTY,
 		notify: func() (<-chan os.Signal, func()) {
 			c := make(chan os.Signal, 2)
 			signal.Notify(c, os.Interrupt, syscall.SIGTERM)

@@ -123,6 +123,8 @@ func writeJSONLine(w io.Writer, v any) error {
 // nothing else is waiting. Event, Results, Err and Close are safe for
 // concurrent use.
 type output struct {
+	pretty bool // lines for people (--pretty) instead of JSON
+
 	w    *bufio.Writer // used by the writer goroutine only
 	wake chan struct{} // capacity 1: the queue has lines or output closed
 	done chan struct{} // closed when the writer goroutine has ended
@@ -134,19 +136,38 @@ type output struct {
 }
 
 // newOutput starts the writer goroutine on w; Close stops it.
-func newOutput(w io.Writer) *output {
-	o := &output{w: bufio.NewWriterSize(w, 64<<10), wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newOutput(w io.Writer) *output { return newOutputFor(w, false) }
+
+// newOutputFor is newOutput printing for people when pretty is set.
+func newOutputFor(w io.Writer, pretty bool) *output {
+	o := &output{pretty: pretty, w: bufio.NewWriterSize(w, 64<<10), wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go o.loop()
 	return o
 }
 
 // Event queues one event line.
-func (o *output) Event(ev *messages.Event) { o.push(marshalLine(eventJSON(ev))) }
+func (o *output) Event(ev *messages.Event) {
+	if o.pretty {
+		// The result line says what a tool_result event says.
+		if ev.GetKind() != "tool_result" {
+			o.push([]byte(prettyEvent(ev)))
+		}
+		return
+	}
+	o.push(marshalLine(eventJSON(ev)))
+}
 
 // Results queues one line per tool message, in order.
-func (o *output) Results(msgs []*messages.ToolMessage) {
+func (o *output) Results(msgs []*messages.ToolMessage) { o.TurnResults(0, msgs) }
+
+// TurnResults queues one line per tool message of turn, in order.
+func (o *output) TurnResults(turn int64, msgs []*messages.ToolMessage) {
 	lines := make([][]byte, len(msgs))
 	for i, m := range msgs {
+		if o.pretty {
+			lines[i] = []byte(prettyResult(turn, m))
+			continue
+		}
 		lines[i] = marshalLine(toolJSON(m))
 	}
 	o.push(lines...)

@@ -69,7 +69,7 @@ func (e *env) cmdRun(args []string) error {
 	if err != nil {
 		return err
 	}
-	r.out = newOutput(e.stdout)
+	r.out = newOutputFor(e.stdout, o.pretty.or(e.stdoutTerminal))
 	r.stack, err = openStack(o, r.log, r.event)
 	if err != nil {
 		closeInput()
@@ -303,7 +303,7 @@ func (r *runner) dispatch(ctx context.Context, t *inputTurn) error {
 	}
 	res, err := r.stack.disp.Dispatch(ctx, dt)
 	if res != nil {
-		r.out.Results(res.GetMessages())
+		r.out.TurnResults(res.GetTurn(), res.GetMessages())
 	}
 	switch {
 	case errors.Is(err, actors.ErrBadRequest), errors.Is(err, actors.ErrTurnIDConflict):
