@@ -25,7 +25,7 @@ func TestChaosPlanMatchesRunAndReport(t *testing.T) {
 	data := t.TempDir()
 	policy := filepath.Join(root, "examples", "chaos.toml")
 	turns := filepath.Join(root, "examples", "turns.jsonl")
-	plan, err := exec.Command(bin, "chaos", "plan", "--workspace", ws, "--chaos", policy, "--run", "demo", turns).Output()
+	plan, err := exec.Command(bin, "chaos", "plan", "--chaos", policy, "--run", "demo", turns).Output()
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}
