@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -150,5 +151,32 @@ func TestReadmeMainJobLeavesTheTestsAlone(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(toolsWS, dataDirName)); err == nil {
 		t.Errorf("tools created %s in the workspace", dataDirName)
+	}
+}
+
+// TestDocsReferOnlyToTheRepository: the README and docs/ name no document
+// that is not in the repository: every docs/*.md they mention exists, and
+// none cites the section numbers of a specification kept elsewhere.
+func TestDocsReferOnlyToTheRepository(t *testing.T) {
+	root := filepath.Join("..", "..")
+	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join(root, "README.md"))
+	docRef := regexp.MustCompile(`docs/[A-Za-z0-9_-]+\.md`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ref := range docRef.FindAllString(string(b), -1) {
+			if _, err := os.Stat(filepath.Join(root, ref)); err != nil {
+				t.Errorf("%s refers to %s, which is not in the repository", f, ref)
+			}
+		}
+		if m := regexp.MustCompile(`SPEC *(§|section)`).FindString(string(b)); m != "" {
+			t.Errorf("%s cites %q, which is not in the repository (docs/CONTRACT.md is the contract)", f, m)
+		}
 	}
 }
