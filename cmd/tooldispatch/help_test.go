@@ -16,6 +16,7 @@ func TestHelpOnStdout(t *testing.T) {
 		{"tools", "--help"}, {"session", "--help"}, {"serve", "--help"},
 		{"chaos", "--help"}, {"chaos", "plan", "--help"}, {"chaos", "report", "--help"},
 		{"bench", "--help"}, {"version", "--help"},
+		{"help", "session"}, {"help", "chaos"},
 	}
 	for _, args := range tests {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {

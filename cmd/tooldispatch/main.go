@@ -135,6 +135,10 @@ func (e *env) main(args []string) int {
 	case "version":
 		err = e.cmdVersion(rest)
 	case "help", "-h", "-help", "--help":
+		if cmd == "help" && len(rest) > 0 && rest[0] != "help" {
+			// "help COMMAND" is "COMMAND --help".
+			return e.main([]string{rest[0], "--help"})
+		}
 		fmt.Fprint(e.stdout, usageText)
 		return exitOK
 	default:
