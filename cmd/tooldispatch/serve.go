@@ -61,14 +61,15 @@ func (e *env) cmdServe(args []string) error {
 	if err := recordServeAddr(o.data, ln.Addr().String()); err != nil {
 		log.Warn().Err(err).Msg("recording the address in the data directory")
 	}
-	fmt.Fprintf(e.stderr, "tooldispatch: serving on http://%s (data %s)\n", ln.Addr(), o.data)
-
+	// Signals are taken before the address is announced: whoever reads the
+	// announcement may stop the server at once.
 	var sigs <-chan os.Signal
 	if e.notify != nil {
 		c, stop := e.notify()
 		defer stop()
 		sigs = c
 	}
+	fmt.Fprintf(e.stderr, "tooldispatch: serving on http://%s (data %s)\n", ln.Addr(), o.data)
 	code := exitOK
 	select {
 	case err := <-served:
