@@ -158,6 +158,13 @@ var (
 type Handler func(ctx context.Context, c *Call) (Result, error)
 
 // Tool is one tool the dispatcher can run.
+//
+// Whether the model sees a tool directly depends on the turn's tools-array
+// policy (see ArrayPolicy). Under ArrayLazy, the default for every provider
+// but "all" and "claude-code", a registered tool is not in the tools array:
+// the model finds it with find_tools and calls it through run_tool, and a
+// direct call comes back deferred. Set AlwaysInArray to list a tool
+// directly under every policy; typed tools (Typed) are no exception.
 type Tool struct {
 	Name        string
 	Description string
@@ -202,6 +209,12 @@ type Tool struct {
 	// --all, find_tools) with the reason and left out of the tools array;
 	// each call of it ends in error naming the reason.
 	SchemaError string
+	// AlwaysInArray puts the tool in every provider's tools array. Under
+	// ArrayLazy it is then listed with its schema beside the core tools and
+	// called directly, never deferred; under ArrayAll it is listed like
+	// every tool and its schema is still fetched by its first call (or
+	// AutoLoadSchemas), as SPEC §3 rule 6 says.
+	AlwaysInArray bool
 }
 
 // IsReadOnly applies the tool's confirm policy to canonical arguments.

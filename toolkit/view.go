@@ -9,8 +9,41 @@ import (
 	"strings"
 )
 
-// ProviderClaudeCode is the provider whose tools array holds every tool.
-const ProviderClaudeCode = "claude-code"
+// Tools-array policies: which tools a turn's tools array holds and how the
+// model reaches the others. A turn's provider names one (ArrayPolicy).
+const (
+	// ArrayLazy: the array holds the core tools (ArrayTools), the run's
+	// client tools and tools marked AlwaysInArray, with their schemas. Every
+	// other tool is named with a one-line description in the turn-context
+	// text; the model fetches its schema with find_tools and calls it
+	// through run_tool, and a direct call of it comes back deferred.
+	ArrayLazy = "lazy"
+	// ArrayAll: the array holds every tool but run_tool. Only find_tools
+	// and client tools start with their schemas fetched; the first call of
+	// any other tool returns its schema (schema_returned) instead of running,
+	// unless the turn's AutoLoadSchemas lets arguments that already validate
+	// run at once.
+	ArrayAll = "all"
+)
+
+// Provider names kept as documented aliases of the policies; any other
+// provider name, and none, means ArrayLazy.
+const (
+	// ProviderClaudeCode is ArrayAll.
+	ProviderClaudeCode = "claude-code"
+	// ProviderOpenAI is ArrayLazy, the default.
+	ProviderOpenAI = "openai"
+)
+
+// ArrayPolicy returns the tools-array policy a turn's provider selects:
+// ArrayAll for "all" and "claude-code", ArrayLazy for anything else.
+func ArrayPolicy(provider string) string {
+	switch provider {
+	case ArrayAll, ProviderClaudeCode:
+		return ArrayAll
+	}
+	return ArrayLazy
+}
 
 // Names of the meta tools.
 const (
@@ -18,12 +51,12 @@ const (
 	RunToolName   = "run_tool"
 )
 
-// ArrayTools are the tools a provider other than claude-code gets in its
-// tools array (when registered), besides client tools.
 // ErrToolCollision: a client tool and a registered tool of the same name would
 // both be in the provider's tools array.
 var ErrToolCollision = errors.New("toolkit: client tool name collides")
 
+// ArrayTools are the core tools the ArrayLazy tools array holds (when
+// registered), besides client tools and tools marked AlwaysInArray.
 var ArrayTools = []string{FindToolsName, RunToolName, "reasoning_guide", "write_todo", "chat_history", "ask_user", "write_result"}
 
 // FunctionTool is one entry of a tools array in the OpenAI function-tool shape.
@@ -45,6 +78,7 @@ type FunctionSpec struct {
 type View struct {
 	Registry *Registry
 	Provider string
+	policy   string
 	client   map[string]*Tool
 	exclude  map[string]bool
 }
@@ -55,7 +89,7 @@ type View struct {
 // fails with ErrToolCollision. Client tools must have a valid name; one whose schema does not compile is kept
 // with its SchemaError set.
 func NewView(reg *Registry, provider string, client []*Tool, exclude []string) (*View, error) {
-	v := &View{Registry: reg, Provider: provider}
+	v := &View{Registry: reg, Provider: provider, policy: ArrayPolicy(provider)}
 	for _, n := range exclude {
 		if v.exclude == nil {
 			v.exclude = map[string]bool{}
@@ -66,7 +100,7 @@ func NewView(reg *Registry, provider string, client []*Tool, exclude []string) (
 		if !validName.MatchString(t.Name) {
 			return nil, fmt.Errorf("client tool name %q is not valid (letters, digits, _ and -, at most 64)", t.Name)
 		}
-		if _, ok := reg.Lookup(t.Name); ok && !v.exclude[t.Name] && registeredInArray(provider, t.Name) {
+		if rt, ok := reg.Lookup(t.Name); ok && !v.exclude[t.Name] && registeredInArray(v.policy, rt) {
 			return nil, fmt.Errorf("%w: client tool %q has the name of a built-in tool in the tools array of provider %q; rename the client tool or exclude the built-in", ErrToolCollision, t.Name, provider)
 		}
 		if v.client == nil {
@@ -139,6 +173,9 @@ func (v *View) Names() []string {
 // IsClient reports whether name is one of the run's client tools.
 func (v *View) IsClient(name string) bool { _, ok := v.client[name]; return ok }
 
+// Policy is the view's tools-array policy, ArrayLazy or ArrayAll.
+func (v *View) Policy() string { return v.policy }
+
 // InArray reports whether the provider's tools array carries name.
 func (v *View) InArray(name string) bool {
 	t, ok := v.Lookup(name)
@@ -148,23 +185,23 @@ func (v *View) InArray(name string) bool {
 	if v.IsClient(name) {
 		return true
 	}
-	return registeredInArray(v.Provider, name)
+	return registeredInArray(v.policy, t)
 }
 
-// registeredInArray reports whether the provider's tools array carries the
-// registered tool name.
-func registeredInArray(provider, name string) bool {
-	if provider == ProviderClaudeCode {
-		return name != RunToolName
+// registeredInArray reports whether the tools array of a policy carries the
+// registered tool t.
+func registeredInArray(policy string, t *Tool) bool {
+	if policy == ArrayAll {
+		return t.Name != RunToolName
 	}
-	return slices.Contains(ArrayTools, name)
+	return t.AlwaysInArray || slices.Contains(ArrayTools, t.Name)
 }
 
 // StartsFetched reports whether the model has a tool's schema at the start of
-// a run: under claude-code only find_tools and client tools; otherwise every
-// tool in the tools array.
+// a run: under ArrayAll only find_tools and client tools; under ArrayLazy
+// every tool in the tools array.
 func (v *View) StartsFetched(name string) bool {
-	if v.Provider == ProviderClaudeCode {
+	if v.policy == ArrayAll {
 		return name == FindToolsName || v.IsClient(name)
 	}
 	return v.InArray(name)
@@ -187,7 +224,7 @@ func (v *View) Array() []FunctionTool {
 // ContextText returns the turn-context text the provider gets with the array.
 func (v *View) ContextText() string {
 	var b strings.Builder
-	if v.Provider == ProviderClaudeCode {
+	if v.policy == ArrayAll {
 		b.WriteString("Every tool is in your tools array, but only find_tools and client tools have their schemas loaded. ")
 		b.WriteString("The first call of any other tool returns its full schema instead of running; call it again with arguments that match. ")
 		b.WriteString("To load several schemas at once, call find_tools with query \"select:name1,name2\".\n")

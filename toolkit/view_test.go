@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestClientToolBadSchema: a client tool whose schema does not compile does
@@ -94,5 +96,54 @@ func TestClientToolShadowsBuiltin(t *testing.T) {
 	}
 	if _, err := NewView(reg, "openai", []*Tool{ClientToolFromSpec("find_tools", "", "")}, nil); err == nil {
 		t.Error("a client find_tools was accepted under openai, where the built-in is in the array")
+	}
+}
+
+func TestArrayPolicies(t *testing.T) {
+	reg := NewRegistry()
+	RegisterMeta(reg)
+	h := func(context.Context, *Call) (Result, error) { return Result{}, nil }
+	reg.Register(Tool{Name: "hidden", Description: "Not in the lazy array.", Handler: h})
+	reg.Register(Tool{Name: "pinned", Description: "Always in the array.", Handler: h, AlwaysInArray: true})
+	for _, tc := range []struct {
+		provider, policy string
+		array            []string
+		fetched          []string // of find_tools, hidden, pinned
+	}{
+		{"", ArrayLazy, []string{"find_tools", "pinned", "run_tool"}, []string{"find_tools", "pinned"}},
+		{"openai", ArrayLazy, []string{"find_tools", "pinned", "run_tool"}, []string{"find_tools", "pinned"}},
+		{"lazy", ArrayLazy, []string{"find_tools", "pinned", "run_tool"}, []string{"find_tools", "pinned"}},
+		{"gemini", ArrayLazy, []string{"find_tools", "pinned", "run_tool"}, []string{"find_tools", "pinned"}},
+		{"all", ArrayAll, []string{"find_tools", "hidden", "pinned"}, []string{"find_tools"}},
+		{"claude-code", ArrayAll, []string{"find_tools", "hidden", "pinned"}, []string{"find_tools"}},
+	} {
+		t.Run(tc.provider, func(t *testing.T) {
+			v, err := NewView(reg, tc.provider, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Policy() != tc.policy {
+				t.Errorf("policy %q, want %q", v.Policy(), tc.policy)
+			}
+			var names []string
+			for _, f := range v.Array() {
+				names = append(names, f.Function.Name)
+			}
+			if diff := cmp.Diff(tc.array, names); diff != "" {
+				t.Errorf("array (-want +got):\n%s", diff)
+			}
+			var fetched []string
+			for _, n := range []string{"find_tools", "hidden", "pinned"} {
+				if v.StartsFetched(n) {
+					fetched = append(fetched, n)
+				}
+			}
+			if diff := cmp.Diff(tc.fetched, fetched); diff != "" {
+				t.Errorf("starts fetched (-want +got):\n%s", diff)
+			}
+			if tc.policy == ArrayLazy && strings.Contains(v.ContextText(), "- pinned:") {
+				t.Error("a pinned tool is also listed as reachable through run_tool")
+			}
+		})
 	}
 }
