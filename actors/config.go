@@ -64,6 +64,16 @@ func approvalRank(a string) int {
 }
 
 // Config configures a dispatcher. Registry and Store are required.
+//
+// Which registered tools a model sees directly is the turn's choice, by its
+// provider field (toolkit.ArrayPolicy): under the default, toolkit.ArrayLazy
+// (provider "openai", "lazy", any other name or none), an embedder's own tool
+// is not in the tools array and a direct call of it comes back deferred;
+// the model reaches it through find_tools and run_tool. Mark the tool
+// toolkit.Tool.AlwaysInArray to have it listed and called directly, or
+// send provider "all" (alias "claude-code") to list every tool, each one's
+// schema then handed over by its first call unless the turn sets
+// AutoLoadSchemas.
 type Config struct {
 	Registry *toolkit.Registry
 	Store    cachestore.Store
@@ -73,10 +83,23 @@ type Config struct {
 	// MaxConcurrency limits how many concurrent tools of one turn run at once.
 	// Default: half the CPU cores, at least 3.
 	MaxConcurrency int
-	// Events receives every event, stamped in order. It is called from actor
-	// goroutines and must not block. When nil, no events are produced and a
-	// run whose policy is "ask" has nobody to ask: such calls are skipped.
+	// Events receives every event, stamped in order. It is an observer: it
+	// is called on the dispatcher's actor goroutines, while they wait for
+	// it, so it must return quickly, must not block (hand work to a channel
+	// or goroutine of your own) and must not call back into the Dispatcher
+	// synchronously (Confirm, Answer, Dispatch, Close from inside Events can
+	// deadlock). When nil, no events are produced.
+	//
+	// Without an Approver, a call that needs approval in a run whose policy
+	// is "ask" is announced by a tool_confirm event, to be answered with
+	// Dispatcher.Confirm from another goroutine; with neither Events nor an
+	// Approver nobody can be asked and such calls are skipped.
 	Events func(*messages.Event)
+	// Approver, when set, answers every confirmation of a run whose policy
+	// is "ask", on a goroutine of its own (see Approver); no tool_confirm
+	// events are sent and Confirm is not used for them. Nil: the
+	// tool_confirm event and Confirm.
+	Approver Approver
 	// ConfirmTimeout is how long a confirmation waits for an answer.
 	ConfirmTimeout time.Duration
 	// SessionIdle is how long a session actor stays without work before it

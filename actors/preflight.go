@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -45,10 +46,11 @@ type preflightActor struct {
 	invalid  map[string]bool      // run-state de-dup keys made stale earlier in this turn
 	answered map[string]bool      // call ids whose confirmation was answered
 
-	asking   *callPlan // waiting for a confirmation
-	askedAt  time.Time
-	askTimer *time.Timer
-	canceled bool
+	asking    *callPlan // waiting for a confirmation
+	askedAt   time.Time
+	askTimer  *time.Timer
+	askCancel context.CancelFunc // ends the Approver's context; nil without one
+	canceled  bool
 }
 
 func newPreflightActor(in *preflightInput) *preflightActor {
@@ -66,6 +68,8 @@ func (a *preflightActor) Receive(ctx actor.Context) {
 		a.proceed(ctx)
 	case *messages.ConfirmReply:
 		a.confirmReply(ctx, m)
+	case *approverReply:
+		a.approverReply(ctx, m)
 	case *confirmTimedOut:
 		if a.asking != nil && a.asking.idx == m.idx {
 			a.decideAsk(ctx, false, fmt.Sprintf("no answer within %s", a.in.cfg.ConfirmTimeout))
@@ -78,6 +82,9 @@ func (a *preflightActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		if a.askTimer != nil {
 			a.askTimer.Stop()
+		}
+		if a.askCancel != nil {
+			a.askCancel()
 		}
 	}
 }
@@ -169,8 +176,9 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 		}
 		return a.decide(p, toolkit.StatusClientPending, "client tool: the caller runs this call and hands its result back."), false
 	}
-	// 5. Deferred tools.
-	if in.provider != toolkit.ProviderClaudeCode && !viaRunTool && !in.view.InArray(p.name) {
+	// 5. Deferred tools: under ArrayLazy, a tool outside the array (not a
+	// core tool, not AlwaysInArray) is reached through run_tool only.
+	if in.view.Policy() == toolkit.ArrayLazy && !viaRunTool && !in.view.InArray(p.name) {
 		return a.decide(p, toolkit.StatusDeferred, deferredText(p.name)), false
 	}
 	// 6. Schema handshake.
@@ -224,7 +232,7 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 	case in.approve != ApproveAsk:
 		delete(a.inTurn, p.dedupKey)
 		return a.decide(p, toolkit.StatusSkipped, skippedText("this run does not allow calls that change things")), false
-	case !in.em.active():
+	case in.cfg.Approver == nil && !in.em.active():
 		delete(a.inTurn, p.dedupKey)
 		return a.decide(p, toolkit.StatusSkipped, skippedText("nobody is listening for confirmations")), false
 	case a.canceled:
@@ -251,19 +259,38 @@ func (a *preflightActor) mutated(p *callPlan) {
 	}
 }
 
+// ask puts the call to the Approver, or else to whoever answers tool_confirm
+// events with Confirm; the answer comes back as a message.
 func (a *preflightActor) ask(ctx actor.Context, p *callPlan) {
 	a.asking = p
 	a.askedAt = time.Now()
 	p.argsHash = p.args.Hash() // only a confirmation names it
+	self, sys, idx := ctx.Self(), ctx.ActorSystem(), p.idx
+	a.askTimer = time.AfterFunc(a.in.cfg.ConfirmTimeout, func() { sys.Root.Send(self, &confirmTimedOut{idx: idx}) })
+	if ap := a.in.cfg.Approver; ap != nil {
+		// Off the actor's goroutine: the Approver may block; its answer is
+		// piped back and checked against the call id and args hash.
+		actx, cancel := context.WithTimeout(a.in.turnCtx, a.in.cfg.ConfirmTimeout)
+		a.askCancel = cancel
+		req := ApprovalRequest{Session: a.in.em.session, Run: a.in.run, Turn: a.in.turn, CallID: p.id, Tool: p.name,
+			Args: p.args.Canonical, ArgsHash: p.argsHash}
+		go func() {
+			r := askApprover(actx, ap, req)
+			sys.Root.Send(self, r)
+		}()
+		return
+	}
 	a.in.em.emit(&messages.Event{Kind: EventToolConfirm, CallId: p.id, Tool: p.name, ArgsHash: p.argsHash,
 		Arguments: clip(string(p.args.Canonical), 16384),
 		Text:      fmt.Sprintf("Allow %s to run with these arguments? It is not read-only.", p.name)})
-	self, sys, idx := ctx.Self(), ctx.ActorSystem(), p.idx
-	a.askTimer = time.AfterFunc(a.in.cfg.ConfirmTimeout, func() { sys.Root.Send(self, &confirmTimedOut{idx: idx}) })
 }
 
 func (a *preflightActor) confirmReply(ctx actor.Context, m *messages.ConfirmReply) {
 	switch {
+	case a.in.cfg.Approver != nil && !a.answered[m.CallId]:
+		// The Approver answers this turn's confirmations, not Confirm.
+		ctx.Respond(&messages.ConfirmAck{Status: "not_found"})
+		return
 	case a.asking == nil || a.asking.id != m.CallId:
 		if a.answered[m.CallId] {
 			ctx.Respond(&messages.ConfirmAck{Status: "already_answered"})
@@ -283,6 +310,25 @@ func (a *preflightActor) confirmReply(ctx actor.Context, m *messages.ConfirmRepl
 	a.decideAsk(ctx, m.Approve, reason)
 }
 
+// approverReply settles the pending confirmation with the Approver's
+// answer, if it is the answer to that call and those arguments; a late one
+// (after a timeout or cancellation already settled it) is dropped.
+func (a *preflightActor) approverReply(ctx actor.Context, m *approverReply) {
+	if a.asking == nil || a.asking.id != m.callID || a.asking.argsHash != m.argsHash {
+		return
+	}
+	reason := "denied by the approver"
+	switch {
+	case errors.Is(m.late, context.DeadlineExceeded):
+		reason = fmt.Sprintf("no answer within %s", a.in.cfg.ConfirmTimeout)
+	case m.late != nil:
+		reason = "the turn was canceled"
+	case m.reason != "":
+		reason += ": " + clip(m.reason, 500)
+	}
+	a.decideAsk(ctx, m.approve && m.late == nil, reason)
+}
+
 // decideAsk settles the pending confirmation and goes on with the next call.
 func (a *preflightActor) decideAsk(ctx actor.Context, approved bool, reason string) {
 	p := a.asking
@@ -292,6 +338,10 @@ func (a *preflightActor) decideAsk(ctx actor.Context, approved bool, reason stri
 	if a.askTimer != nil {
 		a.askTimer.Stop()
 		a.askTimer = nil
+	}
+	if a.askCancel != nil {
+		a.askCancel()
+		a.askCancel = nil
 	}
 	if approved {
 		a.mutated(p)

@@ -1,0 +1,66 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+)
+
+// ApprovalRequest is what an Approver is asked about one call that is not
+// read-only, in a turn whose approve policy is "ask".
+type ApprovalRequest struct {
+	Session string
+	Run     string
+	Turn    int64
+	CallID  string
+	Tool    string
+	// Args are the call's canonical arguments: exactly what runs if the call
+	// is approved. Do not modify them.
+	Args []byte
+	// ArgsHash is the hash of Args the answer is bound to, as in a
+	// tool_confirm event.
+	ArgsHash string
+}
+
+// Approver decides whether a call that is not read-only may run; reason
+// goes into the skipped call's text when it is denied.
+//
+// It is called on a goroutine of its own, never on an actor's, one call at a
+// time per turn and in call order (SPEC §3 rule 9), so it may block: on a
+// human, on a policy service, on anything else. ctx ends when the
+// confirmation times out (Config.ConfirmTimeout) or the turn is canceled;
+// the call is then skipped whatever the Approver answers later, so it should
+// return when ctx ends. An Approver that panics denies. The answer is bound
+// to the call id and ArgsHash and used once.
+//
+// It is only ever asked within the policy ceiling: a turn whose approve is
+// "all" runs such calls without asking, and one whose approve is "none"
+// (or is lowered to none by Config.MaxApprove) skips them without asking.
+type Approver func(ctx context.Context, req ApprovalRequest) (approve bool, reason string)
+
+// approverReply is an Approver's answer, piped back to the preflight actor.
+type approverReply struct {
+	callID   string
+	argsHash string
+	approve  bool
+	reason   string
+	late     error // the answer came after its context ended: no answer
+}
+
+// askApprover runs the approver and returns its answer as a message; a
+// panic denies.
+func askApprover(ctx context.Context, ap Approver, req ApprovalRequest) (r *approverReply) {
+	r = &approverReply{callID: req.CallID, argsHash: req.ArgsHash}
+	defer func() {
+		if v := recover(); v != nil {
+			r.approve, r.reason = false, fmt.Sprintf("the approver failed: %v", v)
+		}
+	}()
+	ok, reason := ap(ctx, req)
+	if err := ctx.Err(); err != nil {
+		// An answer given after the confirmation timed out or the turn was
+		// canceled is no answer.
+		return &approverReply{callID: req.CallID, argsHash: req.ArgsHash, late: err}
+	}
+	r.approve, r.reason = ok, reason
+	return r
+}
