@@ -3,6 +3,8 @@ package actors_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -82,4 +84,57 @@ func ExampleSpawn() {
 	_ = d.Close(context.Background())
 	system.Shutdown()
 	// Output: 1 ok 1024
+}
+
+// An Approver decides, from Go, which calls that change things may run: here
+// edit_file is denied and run_command approved. It is called on a goroutine
+// of its own, so it may block (on a human, on a policy service); no
+// goroutine or channel of the caller's is needed.
+func ExampleConfig_approver() {
+	dir, err := os.MkdirTemp("", "workspace")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	ws, err := builtin.OpenWorkspace(dir)
+	if err != nil {
+		panic(err)
+	}
+	reg := toolkit.NewRegistry()
+	toolkit.RegisterMeta(reg)
+	builtin.Register(reg, builtin.Deps{Workspace: ws}) // edit_file, run_command, read_files, ...
+	store := cachestore.NewMemory()
+	defer store.Close()
+
+	d, err := actors.New(actors.Config{Registry: reg, Store: store,
+		Approver: func(ctx context.Context, r actors.ApprovalRequest) (bool, string) {
+			fmt.Printf("asked: %s %s\n", r.Tool, r.Args)
+			if r.Tool == "edit_file" {
+				return false, "no edits today"
+			}
+			return true, ""
+		}})
+	if err != nil {
+		panic(err)
+	}
+	defer d.Close(context.Background())
+
+	res, err := d.Dispatch(context.Background(), &messages.DispatchTurn{
+		Session: "s1", Approve: actors.ApproveAsk,
+		Provider: toolkit.ArrayAll, AutoLoadSchemas: true, // every tool in the array, called directly
+		Message: messages.NewTurn(
+			messages.NewCall("c1", "edit_file", map[string]any{"path": "notes.txt", "content": "hi"}),
+			messages.NewCall("c2", "run_command", map[string]any{"argv": []string{"echo", "hello"}}),
+		)})
+	if err != nil {
+		panic(err)
+	}
+	for _, m := range res.Messages {
+		fmt.Println(m.ToolCallId, m.Name, m.Status, strings.Contains(m.Content, "no edits today"), strings.Contains(m.Content, "hello"))
+	}
+	// Output:
+	// asked: edit_file {"content":"hi","path":"notes.txt"}
+	// asked: run_command {"argv":["echo","hello"]}
+	// c1 edit_file skipped true false
+	// c2 run_command ok false true
 }
