@@ -43,24 +43,22 @@ type approverReply struct {
 	argsHash string
 	approve  bool
 	reason   string
-	late     error // the answer came after its context ended: no answer
 }
 
 // askApprover runs the approver and returns its answer as a message; a
-// panic denies.
+// panic denies. It returns nil when ctx ended first: the preflight actor has
+// settled the call already (timeout, cancellation) or is stopping, and an
+// answer given after that is no answer.
 func askApprover(ctx context.Context, ap Approver, req ApprovalRequest) (r *approverReply) {
 	r = &approverReply{callID: req.CallID, argsHash: req.ArgsHash}
 	defer func() {
 		if v := recover(); v != nil {
 			r.approve, r.reason = false, fmt.Sprintf("the approver failed: %v", v)
 		}
+		if ctx.Err() != nil {
+			r = nil
+		}
 	}()
-	ok, reason := ap(ctx, req)
-	if err := ctx.Err(); err != nil {
-		// An answer given after the confirmation timed out or the turn was
-		// canceled is no answer.
-		return &approverReply{callID: req.CallID, argsHash: req.ArgsHash, late: err}
-	}
-	r.approve, r.reason = ok, reason
+	r.approve, r.reason = ap(ctx, req)
 	return r
 }

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -275,8 +274,9 @@ func (a *preflightActor) ask(ctx actor.Context, p *callPlan) {
 		req := ApprovalRequest{Session: a.in.em.session, Run: a.in.run, Turn: a.in.turn, CallID: p.id, Tool: p.name,
 			Args: p.args.Canonical, ArgsHash: p.argsHash}
 		go func() {
-			r := askApprover(actx, ap, req)
-			sys.Root.Send(self, r)
+			if r := askApprover(actx, ap, req); r != nil {
+				sys.Root.Send(self, r)
+			}
 		}()
 		return
 	}
@@ -311,22 +311,18 @@ func (a *preflightActor) confirmReply(ctx actor.Context, m *messages.ConfirmRepl
 }
 
 // approverReply settles the pending confirmation with the Approver's
-// answer, if it is the answer to that call and those arguments; a late one
-// (after a timeout or cancellation already settled it) is dropped.
+// answer, if it is the answer to that call and those arguments. An answer
+// given after the Approver's context ended is never sent: the timer or the
+// cancellation settles the call.
 func (a *preflightActor) approverReply(ctx actor.Context, m *approverReply) {
 	if a.asking == nil || a.asking.id != m.callID || a.asking.argsHash != m.argsHash {
 		return
 	}
 	reason := "denied by the approver"
-	switch {
-	case errors.Is(m.late, context.DeadlineExceeded):
-		reason = fmt.Sprintf("no answer within %s", a.in.cfg.ConfirmTimeout)
-	case m.late != nil:
-		reason = "the turn was canceled"
-	case m.reason != "":
+	if m.reason != "" {
 		reason += ": " + clip(m.reason, 500)
 	}
-	a.decideAsk(ctx, m.approve && m.late == nil, reason)
+	a.decideAsk(ctx, m.approve, reason)
 }
 
 // decideAsk settles the pending confirmation and goes on with the next call.
