@@ -14,7 +14,7 @@ type ApprovalRequest struct {
 	CallID  string
 	Tool    string
 	// Args are the call's canonical arguments: exactly what runs if the call
-	// is approved. Do not modify them.
+	// is approved (a copy: changing it changes nothing).
 	Args []byte
 	// ArgsHash is the hash of Args the answer is bound to, as in a
 	// tool_confirm event.

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -272,7 +273,7 @@ func (a *preflightActor) ask(ctx actor.Context, p *callPlan) {
 		actx, cancel := context.WithTimeout(a.in.turnCtx, a.in.cfg.ConfirmTimeout)
 		a.askCancel = cancel
 		req := ApprovalRequest{Session: a.in.em.session, Run: a.in.run, Turn: a.in.turn, CallID: p.id, Tool: p.name,
-			Args: p.args.Canonical, ArgsHash: p.argsHash}
+			Args: slices.Clone(p.args.Canonical), ArgsHash: p.argsHash}
 		go func() {
 			if r := askApprover(actx, ap, req); r != nil {
 				sys.Root.Send(self, r)

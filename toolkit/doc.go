@@ -7,6 +7,11 @@
 // ResolveCall), so the dispatcher and anything that reads calls afterwards
 // read them one way.
 //
+// An embedder's own tool is most easily a typed Go function: Typed builds
+// a Tool from func(ctx, In) (Out, error), its schema generated from In.
+// Whether the model sees the tool directly is the turn's tools-array policy
+// (ArrayPolicy: lazy by default, all) and the tool's AlwaysInArray flag.
+//
 // It knows nothing of actors or of how results are stored; built-in tools live
 // in the builtin sub-package.
 package toolkit
