@@ -166,7 +166,10 @@ func (a *turnActor) startPreflight(ctx actor.Context) {
 
 func (a *turnActor) preflightDone(ctx actor.Context, m *preflightDone) {
 	a.plans = m.plans
-	ctx.Stop(a.preflight)
+	// The preflight actor, idle from here on, is stopped with the turn's
+	// other children when the turn stops: one Stop per child. Stopping it
+	// here as well raced its Terminated notice, and the turn's own stop then
+	// sent a second Stop to a dead actor (a dead letter).
 	a.preflight = nil
 	var run []*callPlan
 	for _, p := range a.plans {
