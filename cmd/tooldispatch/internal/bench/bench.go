@@ -42,6 +42,10 @@ type Options struct {
 	TauBench string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// ServiceOnly runs only the service load (`tooldispatch bench --service`).
+	ServiceOnly bool
+	// NoService skips the service load.
+	NoService bool
 }
 
 // Machine describes where the run happened.
@@ -64,7 +68,12 @@ type Row struct {
 	// zero when (a) did not run it.
 	Ratio  float64   `json:"ratio_to_a,omitempty"`
 	Rounds []float64 `json:"rounds"`
-	Note   string    `json:"note,omitempty"`
+	// AllocsPerCall and AllocsPerTurn are heap allocations (MemStats.Mallocs
+	// deltas over the whole process, background goroutines included) per
+	// call and per turn, medians over the rounds; zero when not measured.
+	AllocsPerCall float64 `json:"allocs_per_call,omitempty"`
+	AllocsPerTurn float64 `json:"allocs_per_turn,omitempty"`
+	Note          string  `json:"note,omitempty"`
 }
 
 // Target is one goal of the issue with what was measured.
@@ -151,8 +160,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"mixed turns", r.mixed},
 		{"cached fetch_page", r.fetchPage},
 		{"64 sessions", r.sessions},
+		{"many sessions", r.manySessions},
+		{"4 096-call turns", r.bigTurn},
+		{"late turns", r.lateTurns},
 		{"idle sessions", r.idle},
+		{"service", r.service},
 		{"eino", r.eino},
+	}
+	for i := 0; i < len(steps); i++ {
+		if (o.ServiceOnly && steps[i].name != "service") || (o.NoService && steps[i].name == "service") {
+			steps = append(steps[:i], steps[i+1:]...)
+			i--
+		}
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
@@ -201,13 +220,20 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "run: %s, %.0f s, medians over rounds; ratio = median / (a)'s median\n\n", mode, r.Seconds)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\tsystem\tmedian\tunit\tratio to (a)\tnote")
+	fmt.Fprintln(tw, "workload\tsystem\tmedian\tunit\tratio to (a)\tallocs/call\tallocs/turn\tnote")
 	for _, row := range r.Rows {
 		ratio := "-"
 		if row.Ratio != 0 {
 			ratio = fmt.Sprintf("%.2f", row.Ratio)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", row.Workload, row.System, num(row.Median), row.Unit, ratio, row.Note)
+		apc, apt := "-", "-"
+		if row.AllocsPerCall != 0 {
+			apc = num(row.AllocsPerCall)
+		}
+		if row.AllocsPerTurn != 0 {
+			apt = num(row.AllocsPerTurn)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Workload, row.System, num(row.Median), row.Unit, ratio, apc, apt, row.Note)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

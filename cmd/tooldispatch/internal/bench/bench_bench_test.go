@@ -4,8 +4,11 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/toolkit"
@@ -86,4 +89,111 @@ func BenchmarkCachedFetchPage(b *testing.B) {
 			b.Fatal("missed the cache", err)
 		}
 	}
+}
+
+// BenchmarkBigTurn: 4 096-call turns of no-op tools, per call (compare
+// with BenchmarkNoOpTurn: the cost per call must not grow with the turn).
+func BenchmarkBigTurn(b *testing.B) {
+	for _, kind := range []string{SysBadger, SysMemory, SysBare} {
+		b.Run(kind[:1], func(b *testing.B) {
+			s, err := openSystem(kind, false, 3, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.close()
+			ctx := context.Background()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if err := s.dispatch(ctx, Turn("big", i, repeat("noop", 4096), 0)); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(i*4096), "ns/call")
+		})
+	}
+}
+
+// BenchmarkManySessions: every iteration is a fresh session's first
+// 10-call turn, from as many goroutines as GOMAXPROCS × 32 (the sessions
+// accumulate, as in `tooldispatch bench`'s 100 000 sessions).
+func BenchmarkManySessions(b *testing.B) {
+	for _, kind := range []string{SysBadger, SysMemory, SysBare} {
+		b.Run(kind[:1], func(b *testing.B) {
+			s, err := openSystem(kind, false, 3, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.close()
+			ctx := context.Background()
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(32)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					id := "many-" + strconv.FormatInt(next.Add(1), 10)
+					if err := s.dispatch(ctx, Turn(id, 0, repeat("noop", 10), 0)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(next.Load()*10), "ns/call")
+		})
+	}
+}
+
+// BenchmarkIdleSessions: the heap one idle session holds after a one-call
+// turn, not passivated and passivated, over 500 sessions per iteration.
+func BenchmarkIdleSessions(b *testing.B) {
+	const n = 500
+	for _, kind := range []string{SysBadger, SysMemory} {
+		for _, passivated := range []bool{false, true} {
+			name := kind[:1] + "/idle"
+			idleAfter := time.Hour
+			if passivated {
+				name, idleAfter = kind[:1]+"/passivated", 20*time.Millisecond
+			}
+			b.Run(name, func(b *testing.B) {
+				s, err := openSystem(kind, false, 3, idleAfter)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.close()
+				ctx := context.Background()
+				var perSession float64
+				round := 0
+				for b.Loop() {
+					before := heap()
+					if _, _, err := parallel(ctx, s, "idle-"+strconv.Itoa(round)+"-", n, 8, 1, 1, 0); err != nil {
+						b.Fatal(err)
+					}
+					after := heap()
+					if passivated {
+						after = settledHeap(ctx, 10*time.Second)
+					}
+					perSession = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+					round++
+				}
+				b.ReportMetric(perSession, "B/session")
+			})
+		}
+	}
+}
+
+// BenchmarkService: the service load generator, 20 clients × 5 turns of
+// 10 calculate calls per iteration over HTTP on loopback.
+func BenchmarkService(b *testing.B) {
+	var l *ServiceLoad
+	for b.Loop() {
+		var err error
+		l, err = RunServiceLoad(context.Background(), ServiceLoadOptions{Clients: 20, CallsPerTurn: 10, Duration: 10 * time.Second, TurnsPerClient: 5})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(l.CallsPerSecond(), "calls/s")
+	b.ReportMetric(float64(l.P(0.5).Microseconds())/1e3, "p50-ms")
+	b.ReportMetric(float64(l.P(0.99).Microseconds())/1e3, "p99-ms")
 }

@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -148,6 +147,7 @@ func (r *runner) perCall(ctx context.Context, workload string, turns int, mk fun
 			return err
 		}
 		row := Row{Workload: workload, System: kind, Unit: "µs/call"}
+		var perCall, perTurn []float64
 		seq := 0
 		warm := mk(seq)
 		seq++
@@ -163,6 +163,7 @@ func (r *runner) perCall(ctx context.Context, workload string, turns int, mk fun
 			}
 			n := len(in[0].Message.ToolCalls) * turns
 			runtime.GC()
+			m0 := mallocs()
 			t0 := time.Now()
 			for _, t := range in {
 				if err := s.dispatch(ctx, t); err != nil {
@@ -171,15 +172,19 @@ func (r *runner) perCall(ctx context.Context, workload string, turns int, mk fun
 				}
 			}
 			row.Rounds = append(row.Rounds, float64(time.Since(t0).Nanoseconds())/float64(n)/1e3)
+			a := float64(mallocs() - m0)
+			perCall = append(perCall, a/float64(n))
+			perTurn = append(perTurn, a/float64(turns))
 		}
 		s.close()
+		row.AllocsPerCall, row.AllocsPerTurn = median(perCall), median(perTurn)
 		r.rep.add(row)
 	}
 	return nil
 }
 
 func (r *runner) noop(ctx context.Context) error {
-	return r.perCall(ctx, "no-op 100-call turn", r.pick(200, 20), func(seq int) *messages.DispatchTurn {
+	return r.perCall(ctx, wNoop, r.pick(200, 20), func(seq int) *messages.DispatchTurn {
 		return Turn("noop", seq, repeat("noop", 100), 0)
 	})
 }
@@ -386,9 +391,12 @@ func (r *runner) fetchPage(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		row := Row{Workload: "cached 20 KB fetch_page through the filter", System: kind, Unit: "µs/call",
+		row := Row{Workload: wFetch, System: kind, Unit: "µs/call",
 			Note: fmt.Sprintf("page %d B, result %d B", len(body), len(res.Content))}
+		var perCall []float64
 		for round := 0; round < r.o.Rounds; round++ {
+			runtime.GC()
+			m0 := mallocs()
 			t0 := time.Now()
 			for range n {
 				res, err := fetch.Handler(ctx, call)
@@ -400,116 +408,15 @@ func (r *runner) fetchPage(ctx context.Context) error {
 				}
 			}
 			row.Rounds = append(row.Rounds, float64(time.Since(t0).Nanoseconds())/float64(n)/1e3)
+			perCall = append(perCall, float64(mallocs()-m0)/float64(n))
 		}
+		row.AllocsPerCall = median(perCall)
 		w.Close()
 		_ = store.Close()
 		if dir != "" {
 			os.RemoveAll(dir)
 		}
 		r.rep.add(row)
-	}
-	return nil
-}
-
-func (r *runner) sessions(ctx context.Context) error {
-	const sessions, calls = 64, 10
-	turns := r.pick(40, 5)
-	rounds := min(r.o.Rounds, r.pick(3, 1))
-	for _, c := range []struct {
-		kind  string
-		fsync bool
-	}{{SysBadger, false}, {SysBadger, true}, {SysMemory, false}, {SysBare, false}, {SysBare, true}} {
-		workload := "64 sessions in parallel, no fsync"
-		if c.fsync {
-			workload = "64 sessions in parallel, fsync"
-		}
-		if c.kind == SysMemory {
-			workload = "64 sessions in parallel, no fsync"
-		}
-		s, err := openSystem(c.kind, c.fsync, 3, 0)
-		if err != nil {
-			return err
-		}
-		row := Row{Workload: workload, System: c.kind, Unit: "calls/s", Note: fmt.Sprintf("%d-call turns", calls)}
-		for round := 0; round < rounds; round++ {
-			var wg sync.WaitGroup
-			errs := make(chan error, sessions)
-			t0 := time.Now()
-			for i := range sessions {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					id := "s" + strconv.Itoa(i)
-					for k := range turns {
-						if err := s.dispatch(ctx, Turn(id, round*turns+k, repeat("noop", calls), 0)); err != nil {
-							errs <- err
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			d := time.Since(t0).Seconds()
-			close(errs)
-			if err := <-errs; err != nil {
-				s.close()
-				return err
-			}
-			row.Rounds = append(row.Rounds, float64(sessions*turns*calls)/d)
-		}
-		s.close()
-		r.rep.add(row)
-	}
-	return nil
-}
-
-func (r *runner) idle(ctx context.Context) error {
-	n := r.pick(10000, 1000)
-	for _, kind := range []string{SysBadger, SysMemory} {
-		s, err := openSystem(kind, false, 3, time.Hour)
-		if err != nil {
-			return err
-		}
-		// The baseline is the open system with one session: the store's
-		// fixed cost (Badger's tables and caches) is not the sessions'.
-		if err := s.dispatch(ctx, Turn("idle-base", 0, []string{"noop"}, 0)); err != nil {
-			s.close()
-			return err
-		}
-		runtime.GC()
-		var before runtime.MemStats
-		runtime.ReadMemStats(&before)
-		var wg sync.WaitGroup
-		errs := make(chan error, 8)
-		for w := range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := w; i < n; i += 8 {
-					if err := s.dispatch(ctx, Turn("idle-"+strconv.Itoa(i), i, []string{"noop"}, 0)); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		if err := <-errs; err != nil {
-			s.close()
-			return err
-		}
-		time.Sleep(200 * time.Millisecond)
-		runtime.GC()
-		runtime.GC()
-		var after runtime.MemStats
-		runtime.ReadMemStats(&after)
-		delta := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / (1 << 20)
-		inuse := float64(int64(after.HeapInuse)-int64(before.HeapInuse)) / (1 << 20)
-		scale := 10000 / float64(n)
-		r.rep.add(Row{Workload: "10 000 idle sessions, heap", System: kind, Unit: "MiB", Rounds: []float64{delta * scale},
-			Note: fmt.Sprintf("%d sessions measured; HeapAlloc delta over the open system, HeapInuse delta %.1f MiB; their records in the store included; %.2f KiB/session", n, inuse*scale, delta*1024/float64(n))})
-		s.close()
 	}
 	return nil
 }
@@ -558,7 +465,7 @@ func (r *runner) eino(ctx context.Context) error {
 		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("eino: not measured (bad output: %v)", err))
 		return nil
 	}
-	const w = "no-op 100-call turn"
+	const w = wNoop
 	r.rep.add(Row{Workload: w, System: SysEino, Unit: "µs/call", Rounds: []float64{p.RawNsPerCall / 1e3},
 		Note: "eino " + p.Eino + ": no validation, no limit, nothing stored; median of its own rounds"})
 	r.rep.add(Row{Workload: w, System: SysEinoW, Unit: "µs/call", Rounds: []float64{p.WrappedNsPerCall / 1e3},
@@ -566,55 +473,88 @@ func (r *runner) eino(ctx context.Context) error {
 	return nil
 }
 
-// targets checks the goals against the rows.
+// targets checks the goals against the rows. The ratio is measured /
+// bound: ≤ 1 meets an upper bound, ≥ 1 a lower one. A target whose rows
+// are missing is named in the notes.
 func targets(rep *Report) []Target {
 	var ts []Target
 	get := func(w, s string) (float64, bool) {
 		row, ok := rep.Find(w, s)
 		return row.Median, ok && row.Median > 0
 	}
+	missing := func(name string) { rep.Notes = append(rep.Notes, "target "+name+": not measured in this run") }
 	upper := func(name, goal string, v, bound float64, unit string) {
 		ts = append(ts, Target{Name: name, Goal: goal, Measured: fmt.Sprintf("%s %s", num(v), unit), Ratio: v / bound, Met: v <= bound})
 	}
 	lower := func(name, goal string, v, bound float64, unit string) {
 		ts = append(ts, Target{Name: name, Goal: goal, Measured: fmt.Sprintf("%s %s", num(v), unit), Ratio: v / bound, Met: v >= bound})
 	}
-	const noop = "no-op 100-call turn"
-	if b, ok := get(noop, SysMemory); ok {
-		if e, ok := get(noop, SysEino); ok {
-			upper("no-op: (b) ≤ eino raw", fmt.Sprintf("≤ %s µs/call", num(e)), b, e, "µs/call")
+	// relative checks row (w, s) against factor × row (w2, s2).
+	relative := func(name string, w, s, w2, s2 string, factor float64, atMost bool, unit string) {
+		v, ok1 := get(w, s)
+		ref, ok2 := get(w2, s2)
+		if !ok1 || !ok2 {
+			missing(name)
+			return
+		}
+		if atMost {
+			upper(name, fmt.Sprintf("≤ %s %s", num(factor*ref), unit), v, factor*ref, unit)
 		} else {
-			rep.Notes = append(rep.Notes, "target no-op (b) ≤ eino: eino not measured")
-		}
-		if e, ok := get(noop, SysEinoW); ok {
-			upper("no-op: (b) ≤ eino wrapped", fmt.Sprintf("≤ %s µs/call", num(e)), b, e, "µs/call")
+			lower(name, fmt.Sprintf("≥ %s %s", num(factor*ref), unit), v, factor*ref, unit)
 		}
 	}
-	if a, ok := get(noop, SysBadger); ok {
-		if c, ok := get(noop, SysBare); ok {
-			upper("no-op: (a) ≤ 1.3 × (c)", fmt.Sprintf("≤ %s µs/call", num(1.3*c)), a, 1.3*c, "µs/call")
+	absolute := func(name string, w, s string, bound float64, atMost bool, unit string) {
+		v, ok := get(w, s)
+		if !ok {
+			missing(name)
+			return
+		}
+		if atMost {
+			upper(name, fmt.Sprintf("≤ %s %s", num(bound), unit), v, bound, unit)
+		} else {
+			lower(name, fmt.Sprintf("≥ %s %s", num(bound), unit), v, bound, unit)
 		}
 	}
-	if v, ok := get("preflight of one validated call", SysShared); ok {
-		upper("preflight of a validated call", "≤ 10 µs", v, 10, "µs")
+	serviceOnly := len(rep.Rows) > 0 && rep.Rows[0].Workload == wSvcRate
+	if !serviceOnly {
+		// Durability nearly free.
+		relative("64 sessions: (a) fsync ≥ 0.9 × (b) no fsync", wSessionsSync, SysBadger, wSessions, SysMemory, 0.9, false, "calls/s")
+		relative("64 sessions, no fsync: (a) ≥ (c)", wSessions, SysBadger, wSessions, SysBare, 1, false, "calls/s")
+		relative("64 sessions, fsync: (a) ≥ (c)", wSessionsSync, SysBadger, wSessionsSync, SysBare, 1, false, "calls/s")
+		// No-op call.
+		relative("no-op: (a) ≤ 1.0 × (c)", wNoop, SysBadger, wNoop, SysBare, 1, true, "µs/call")
+		if _, ok := get(wNoop, SysEinoW); ok {
+			relative("no-op: (b) ≤ eino wrapped", wNoop, SysMemory, wNoop, SysEinoW, 1, true, "µs/call")
+			relative("no-op: (b) ≤ eino raw (earlier goal)", wNoop, SysMemory, wNoop, SysEino, 1, true, "µs/call")
+		} else {
+			missing("no-op (b) ≤ eino wrapped")
+		}
+		// Idle sessions.
+		absolute("idle session (a), not passivated", wIdle, SysBadger, 1.5, true, "KiB")
+		absolute("idle session (b), not passivated", wIdle, SysMemory, 1.5, true, "KiB")
+		absolute("idle session (a), passivated", wIdlePassive, SysBadger, 1.5, true, "KiB")
+		absolute("idle session (b), passivated", wIdlePassive, SysMemory, 1.5, true, "KiB")
+		// Cost flat as work grows.
+		relative("4 096-call turn ≤ 1.2 × 100-call, per call (a)", wBigTurn, SysBadger, wNoop, SysBadger, 1.2, true, "µs/call")
+		relative("4 096-call turn ≤ 1.2 × 100-call, per call (b)", wBigTurn, SysMemory, wNoop, SysMemory, 1.2, true, "µs/call")
+		late := wTurnLate
+		if rep.Quick {
+			late = "turn 100 of one run (100 calls)"
+		}
+		relative("late turn ≤ 1.2 × turn 10 (a)", late, SysBadger, wTurnEarly, SysBadger, 1.2, true, "µs/call")
+		relative("late turn ≤ 1.2 × turn 10 (b)", late, SysMemory, wTurnEarly, SysMemory, 1.2, true, "µs/call")
+		relative("100 000 sessions ≥ 0.8 × 64 sessions (a)", wMany, SysBadger, wSessions, SysBadger, 0.8, false, "calls/s")
+		relative("100 000 sessions ≥ 0.8 × 64 sessions (b)", wMany, SysMemory, wSessions, SysMemory, 0.8, false, "calls/s")
+		// Cached page.
+		absolute("cached 20 KB fetch_page (a)", wFetch, SysBadger, 100, true, "µs")
+		absolute("cached 20 KB fetch_page (b)", wFetch, SysMemory, 100, true, "µs")
+		// Earlier rounds' goals, still checked.
+		absolute("preflight of a validated call", "preflight of one validated call", SysShared, 10, true, "µs")
+		absolute("makespan efficiency (a)", "makespan efficiency (ideal/measured)", SysBadger, 0.97, false, "")
 	}
-	if v, ok := get("makespan efficiency (ideal/measured)", SysBadger); ok {
-		lower("makespan efficiency (a)", "≥ 0.97", v, 0.97, "")
-	}
-	if v, ok := get("64 sessions in parallel, no fsync", SysBadger); ok {
-		lower("64 sessions, no fsync (a)", "≥ 40 000 calls/s", v, 40000, "calls/s")
-	}
-	if v, ok := get("64 sessions in parallel, fsync", SysBadger); ok {
-		lower("64 sessions, fsync (a)", "≥ 10 000 calls/s", v, 10000, "calls/s")
-	}
-	if v, ok := get("cached 20 KB fetch_page through the filter", SysBadger); ok {
-		upper("cached 20 KB page through the filter (a)", "≤ 100 µs", v, 100, "µs")
-	}
-	if v, ok := get("10 000 idle sessions, heap", SysBadger); ok {
-		upper("10 000 idle sessions (a)", "≤ 100 MiB", v, 100, "MiB")
-	}
-	if v, ok := get("10 000 idle sessions, heap", SysMemory); ok {
-		upper("10 000 idle sessions (b)", "≤ 100 MiB", v, 100, "MiB")
+	if _, ok := get(wSvcRate, SysBadger); ok {
+		absolute("service p99", wSvcP99, SysBadger, 20, true, "ms")
+		absolute("service calls/s", wSvcRate, SysBadger, 5000, false, "calls/s")
 	}
 	return ts
 }
