@@ -310,7 +310,17 @@ func canonicalURL(u *url.URL) string {
 // renderPage writes a page for the model: header lines, the passages the
 // filter keeps, its note, and the links.
 func (w *Web) renderPage(ctx context.Context, p *page, requested *url.URL, query string, budget int, cached bool) string {
+	keep, note := w.runFilter(ctx, FetchPageName, query, p.Passages, budget)
+	// One allocation for the whole text: header, kept passages, note, links.
+	size := 512 + len(p.Title) + 2*len(p.URL) + len(note)
+	if len(p.Links) > 0 {
+		size += linkChars + 64
+	}
+	for _, k := range keep {
+		size += len(p.Passages[k]) + 2
+	}
 	var b strings.Builder
+	b.Grow(size)
 	if p.Title != "" {
 		fmt.Fprintf(&b, "Title: %s\n", p.Title)
 	}
@@ -328,7 +338,6 @@ func (w *Web) renderPage(ctx context.Context, p *page, requested *url.URL, query
 	}
 	b.WriteString("\n")
 
-	keep, note := w.runFilter(ctx, FetchPageName, query, p.Passages, budget)
 	switch {
 	case len(p.Passages) == 0:
 		b.WriteString("(the page has no readable text)\n")

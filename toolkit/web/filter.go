@@ -320,7 +320,31 @@ func preview(s string) string {
 
 func strconvQuote(s string) string { return "“" + s + "”" }
 
-func runeLen(s string) int { return utf8.RuneCountInString(s) }
+// runeLen is utf8.RuneCountInString(s) (an invalid byte counts as one rune),
+// eight ASCII bytes at a time: it runs several times over every passage of
+// every page a filter sees.
+func runeLen(s string) int {
+	n := 0
+	for len(s) > 0 {
+		if len(s) >= 8 {
+			_ = s[7]
+			if s[0]|s[1]|s[2]|s[3]|s[4]|s[5]|s[6]|s[7] < utf8.RuneSelf {
+				n += 8
+				s = s[8:]
+				continue
+			}
+		}
+		if s[0] < utf8.RuneSelf {
+			n++
+			s = s[1:]
+			continue
+		}
+		_, size := utf8.DecodeRuneInString(s)
+		n++
+		s = s[size:]
+	}
+	return n
+}
 
 // stopwords are common English words that carry no meaning for ranking.
 var stopwords = func() map[string]bool {

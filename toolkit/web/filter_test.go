@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -89,5 +90,22 @@ func TestFilterCanceled(t *testing.T) {
 	cancel()
 	if _, err := (BM25Filter{}).Filter(ctx, FilterRequest{Query: "x", Passages: gardenPassages, Budget: 10}); err == nil {
 		t.Error("a canceled filter returned no error")
+	}
+}
+
+// TestRuneLenCountsLikeUTF8: the budget counts runes as
+// utf8.RuneCountInString does, invalid bytes one each, whatever the mix of
+// ASCII runs and other bytes and wherever they fall in an 8-byte block.
+func TestRuneLenCountsLikeUTF8(t *testing.T) {
+	pieces := []string{"", "a", "abcdefg", "abcdefgh", "abcdefghi", "é", "日本語", "\xff", "\x80\x80", "\xe6\x97", "🍅", "\xf0\x9f\x8d", strings.Repeat("x", 17)}
+	for _, a := range pieces {
+		for _, b := range pieces {
+			for _, c := range pieces {
+				s := a + b + c
+				if got, want := runeLen(s), utf8.RuneCountInString(s); got != want {
+					t.Errorf("runeLen(%q) = %d, want %d", s, got, want)
+				}
+			}
+		}
 	}
 }

@@ -182,13 +182,13 @@ func BenchmarkIdleSessions(b *testing.B) {
 	}
 }
 
-// BenchmarkService: the service load generator, 20 clients × 5 turns of
+// BenchmarkService: the service load generator, 100 clients × 5 turns of
 // 10 calculate calls per iteration over HTTP on loopback.
 func BenchmarkService(b *testing.B) {
 	var l *ServiceLoad
 	for b.Loop() {
 		var err error
-		l, err = RunServiceLoad(context.Background(), ServiceLoadOptions{Clients: 20, CallsPerTurn: 10, Duration: 10 * time.Second, TurnsPerClient: 5})
+		l, err = RunServiceLoad(context.Background(), ServiceLoadOptions{Clients: 100, CallsPerTurn: 10, Duration: 10 * time.Second, TurnsPerClient: 5})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -196,4 +196,35 @@ func BenchmarkService(b *testing.B) {
 	b.ReportMetric(l.CallsPerSecond(), "calls/s")
 	b.ReportMetric(float64(l.P(0.5).Microseconds())/1e3, "p50-ms")
 	b.ReportMetric(float64(l.P(0.99).Microseconds())/1e3, "p99-ms")
+}
+
+// BenchmarkSessions64: 64 sessions in parallel, 5 10-call turns each per
+// iteration, with and without fsync (a-fsync, c-fsync).
+func BenchmarkSessions64(b *testing.B) {
+	for _, c := range []struct {
+		kind  string
+		fsync bool
+	}{{SysBadger, false}, {SysBadger, true}, {SysMemory, false}, {SysBare, false}, {SysBare, true}} {
+		name := c.kind[:1]
+		if c.fsync {
+			name += "-fsync"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, err := openSystem(c.kind, c.fsync, 3, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.close()
+			ctx := context.Background()
+			b.ReportAllocs()
+			round := 0
+			for b.Loop() {
+				if _, _, err := parallel(ctx, s, "s", 64, 64, 5, 10, round*5); err != nil {
+					b.Fatal(err)
+				}
+				round++
+			}
+			b.ReportMetric(float64(round*64*5*10)/b.Elapsed().Seconds(), "calls/s")
+		})
+	}
 }
