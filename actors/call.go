@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
@@ -24,6 +25,7 @@ type startCall struct {
 	plan   *callPlan
 	closed *atomic.Bool
 	state  *atomic.Int32 // see running.state
+	span   trace.Span    // the call's span; nil when not traced
 }
 
 // callActor runs calls' tools, one at a time, as the pool hands them out.
@@ -49,7 +51,7 @@ func (a *callActor) Receive(ctx actor.Context) {
 			panic(r) // the pool, its supervisor, answers the call
 		}
 	}()
-	o := a.run(m.plan, m.closed)
+	o := a.run(m.plan, m.closed, m.span)
 	if !m.state.CompareAndSwap(callRunning, callReturned) {
 		// The pool gave up on this call and reported it; its turn may be
 		// over. Nothing to send: only the count of running abandoned calls
@@ -64,11 +66,11 @@ func (a *callActor) Receive(ctx actor.Context) {
 // tool returns without error, no fault injected) stays on a small stack
 // frame; the rest is in settle, so a call actor's fresh mailbox goroutine
 // rarely has to grow its stack.
-func (a *callActor) run(p *callPlan, closed *atomic.Bool) *callOutcome {
+func (a *callActor) run(p *callPlan, closed *atomic.Bool, span trace.Span) *callOutcome {
 	if !p.fault.RunsTool() {
 		return injectedOutcome(p)
 	}
-	cctx, cancel := context.WithTimeout(a.turnCtx, p.tool.EffectiveTimeout())
+	cctx, cancel := context.WithTimeout(callContext(a.turnCtx, span), p.tool.EffectiveTimeout())
 	defer cancel()
 	em := a.in.em
 	c := &toolkit.Call{

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -138,6 +139,12 @@ type Config struct {
 	// Chaos is the chaos-mode policy of runs whose turns bring none; nil
 	// (the default) injects nothing.
 	Chaos *chaos.Policy
+
+	// Tracer, when set, traces every turn (OpenTelemetry): a span per
+	// Dispatch, per turn, per pass and per call that runs (actors/trace.go).
+	// nil, the default, traces nothing and costs nothing; the caller's
+	// trace context is still passed on to the session's member.
+	Tracer trace.Tracer
 
 	board  *questionBoard // set by Spawn
 	member bool           // a cluster member: replies name the member

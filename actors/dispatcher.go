@@ -103,6 +103,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t *messages.DispatchTurn) (*m
 	if d.closing.Load() {
 		return nil, ErrClosed
 	}
+	t, span := d.cfg.startDispatch(ctx, t)
+	defer span.End()
 	d.inflight.Add(1)
 	defer d.inflight.Done()
 	id := d.nextID.Add(1)

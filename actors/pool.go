@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -47,6 +49,8 @@ type poolInput struct {
 	turn      int64
 	commit    *actor.PID
 	followers map[int][]int
+	tr        *turnTrace     // nil when tracing is off
+	log       zerolog.Logger // the turn's logger (with its trace ids)
 }
 
 // watchdogFired fires when a call outlived its timeout plus grace, or the
@@ -72,7 +76,8 @@ type running struct {
 	// on it (callRunning → callAbandoned); whichever comes second knows.
 	state    atomic.Int32
 	finished bool
-	panicked bool // free the slot on Terminated, not before
+	panicked bool       // free the slot on Terminated, not before
+	span     trace.Span // the call's execute_tool span; nil when not traced
 }
 
 // poolActor runs a turn's executable calls: each maximal run of consecutive
@@ -245,6 +250,7 @@ func (a *poolActor) launch(ctx actor.Context) {
 func (a *poolActor) start(ctx actor.Context, p *callPlan) {
 	r := &running{plan: p, started: time.Now()}
 	r.deadline = r.started.Add(p.tool.EffectiveTimeout() + a.in.cfg.WatchdogGrace)
+	r.span = a.in.tr.startCall(p)
 	obs := a.in.cfg.Observer
 	obs.SlotWait(p.name, r.started.Sub(a.queuedAt))
 	obs.InFlight(1)
@@ -262,7 +268,7 @@ func (a *poolActor) start(ctx actor.Context, p *callPlan) {
 	a.byIdx[p.idx] = r
 	a.inflight++
 	a.arm(ctx, r.deadline)
-	ctx.Send(r.pid, &startCall{plan: p, closed: &r.closed, state: &r.state})
+	ctx.Send(r.pid, &startCall{plan: p, closed: &r.closed, state: &r.state, span: r.span})
 }
 
 // arm makes the watchdog fire no later than at.
@@ -309,6 +315,7 @@ func (a *poolActor) record(r *running, o *callOutcome) bool {
 	}
 	r.finished = true
 	a.outcomes[o.idx] = o
+	endCall(r.span, o.msg)
 	a.in.em.closeCall(&r.closed, o.msg)
 	obs := a.in.cfg.Observer
 	obs.InFlight(-1)
@@ -346,7 +353,7 @@ func (a *poolActor) watchdog(ctx actor.Context, m *watchdogFired) {
 	abandonedTotal.Add(1)
 	abandonedRunning.Add(1)
 	a.in.cfg.Observer.Abandoned(p.name)
-	a.in.cfg.Logger.Warn().Str("session", a.in.session).Str("tool", p.name).Str("call", p.id).
+	a.in.log.Warn().Str("session", a.in.session).Str("tool", p.name).Str("call", p.id).
 		Str("status", string(m.status)).Msg("abandoned a call that did not return")
 	a.inflight--
 	ctx.Stop(r.pid)
@@ -391,7 +398,7 @@ func (a *poolActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, ch
 		return
 	}
 	p := r.plan
-	a.cfg().Logger.Error().Str("session", a.in.session).Str("tool", p.name).Str("call", p.id).Msg("tool panicked")
+	a.in.log.Error().Str("session", a.in.session).Str("tool", p.name).Str("call", p.id).Msg("tool panicked")
 	if a.record(r, &callOutcome{idx: p.idx, msg: toolMsg(p, toolkit.StatusError, fmt.Sprintf("the tool panicked: %v", reason))}) {
 		r.panicked = true
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -50,6 +51,10 @@ type turnActor struct {
 	committing bool                    // a commitTurn is out
 	msgs       []*messages.ToolMessage // the messages being committed
 	began      time.Time
+
+	tr      *turnTrace     // nil when tracing is off
+	log     zerolog.Logger // cfg.Logger with the turn's trace ids
+	started time.Time
 }
 
 // coordinatorProps spawns an actor that only coordinates (preflight, pool):
@@ -115,6 +120,13 @@ func (a *turnActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, _ 
 
 func (a *turnActor) start(ctx actor.Context) {
 	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.started = time.Now()
+	var member string
+	if a.cfg.member {
+		member = ctx.ActorSystem().Address()
+	}
+	a.tr = startTurnTrace(&a.cfg, a.session, a.run, a.provider, a.req.turn, member)
+	a.log = a.tr.logger(a.cfg.Logger)
 	var client []*toolkit.Tool
 	for _, s := range a.req.turn.ClientTools {
 		client = append(client, toolkit.ClientToolFromSpec(s.GetName(), s.GetDescription(), s.GetParameters()))
@@ -147,6 +159,7 @@ func (a *turnActor) prepared(ctx actor.Context, p *prepared) {
 	default:
 		a.turn, a.runState = p.next, p.run
 		a.em = newEmitter(&a.cfg, a.session, a.run, a.turn)
+		a.tr.numbered(a.turn)
 		a.startPreflight(ctx)
 	}
 }
@@ -161,6 +174,7 @@ func (a *turnActor) startPreflight(ctx actor.Context) {
 		calls: a.req.turn.Message.GetToolCalls(), approve: LowerApproval(a.req.turn.Approve, a.cfg.MaxApprove),
 		autoLoad: a.req.turn.AutoLoadSchemas, turnCtx: a.ctx,
 	}
+	a.tr.startPreflight()
 	a.preflight = ctx.Spawn(coordinatorProps(func() actor.Actor { return newPreflightActor(in) }))
 }
 
@@ -177,10 +191,12 @@ func (a *turnActor) preflightDone(ctx actor.Context, m *preflightDone) {
 			run = append(run, p)
 		}
 	}
+	a.tr.preflightDone(a.plans, len(run))
 	if len(run) == 0 {
 		a.commitTurn(ctx, nil)
 		return
 	}
+	a.tr.startExecute(len(run))
 	intent := &cachestore.Intent{
 		Session: a.session, Turn: a.turn, Run: a.run, TurnID: a.req.turn.TurnId, Provider: a.provider,
 		Assistant: a.req.turn.Message, Decided: map[int]*messages.ToolMessage{}, CallsHash: a.callsHash,
@@ -193,7 +209,7 @@ func (a *turnActor) preflightDone(ctx actor.Context, m *preflightDone) {
 		}
 	}
 	in := &poolInput{cfg: a.cfg, em: a.em, view: a.view, session: a.session, run: a.run, turn: a.turn,
-		commit: a.commit, followers: followers(a.plans)}
+		commit: a.commit, followers: followers(a.plans), tr: a.tr, log: a.log}
 	a.pool = ctx.Spawn(coordinatorProps(func() actor.Actor { return newPoolActor(in) }))
 	ctx.Send(a.pool, &runCalls{ctx: a.ctx, plans: run, intent: intent})
 }
@@ -285,6 +301,7 @@ func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome)
 		CachePut:   cachePut,
 	}
 	a.msgs, a.began, a.committing = msgs, time.Now(), true
+	a.tr.startCommit(len(msgs))
 	ctx.Request(a.commit, &commitTurn{commit: c})
 }
 
@@ -320,6 +337,8 @@ func (a *turnActor) reply(ctx actor.Context, r *messages.TurnResult, failed bool
 	if a.cfg.member {
 		r.Member = ctx.ActorSystem().Address()
 	}
+	a.tr.end(r)
+	logTurn(a.log, a.session, r, a.started)
 	ctx.Send(a.replyTo, r)
 	ctx.Send(ctx.Parent(), &turnFinished{id: a.req.id, pid: ctx.Self(), failed: failed})
 	if a.cancel != nil {

@@ -370,7 +370,12 @@ type DispatchTurn struct {
 	Chaos string `protobuf:"bytes,10,opt,name=chaos,proto3" json:"chaos,omitempty"`
 	// request_id names this request so that a CancelTurn can refer to it
 	// (set by the member that received the turn).
-	RequestId     string `protobuf:"bytes,11,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,11,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// traceparent and tracestate are the caller's W3C trace context
+	// (https://www.w3.org/TR/trace-context/): the turn's span is its child.
+	// Empty: the turn starts a trace of its own. An unparsable value is ignored.
+	Traceparent   string `protobuf:"bytes,12,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate    string `protobuf:"bytes,13,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -478,6 +483,20 @@ func (x *DispatchTurn) GetChaos() string {
 func (x *DispatchTurn) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
+	}
+	return ""
+}
+
+func (x *DispatchTurn) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *DispatchTurn) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
 	}
 	return ""
 }
@@ -1293,7 +1312,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
 	"\n" +
 	"parameters\x18\x03 \x01(\tR\n" +
-	"parameters\"\xff\x02\n" +
+	"parameters\"\xc1\x03\n" +
 	"\fDispatchTurn\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03run\x18\x02 \x01(\tR\x03run\x12\x1a\n" +
@@ -1307,7 +1326,11 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\x05chaos\x18\n" +
 	" \x01(\tR\x05chaos\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\v \x01(\tR\trequestId\"E\n" +
+	"request_id\x18\v \x01(\tR\trequestId\x12 \n" +
+	"\vtraceparent\x18\f \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\r \x01(\tR\n" +
+	"tracestate\"E\n" +
 	"\n" +
 	"CancelTurn\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1d\n" +

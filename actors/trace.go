@@ -1,0 +1,319 @@
+package actors
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// Tracing of turns (OpenTelemetry). With Config.Tracer nil, the default,
+// every hook below returns at its first line: no span, no allocation.
+//
+// A turn's trace:
+//
+//	tooldispatch.dispatch          the API call (Dispatch), on the member it reached
+//	└─ tooldispatch.turn           on the member that owns the session
+//	   ├─ tooldispatch.preflight   pass 1
+//	   ├─ tooldispatch.execute     pass 2 (absent when no call runs)
+//	   │  └─ execute_tool NAME     one per call that runs (GenAI conventions)
+//	   └─ tooldispatch.commit      pass 3
+//
+// The caller's trace context comes in as DispatchTurn.traceparent (the
+// service's traceparent header, the run envelope's traceparent field) or as
+// the span of Dispatch's context.Context; it crosses members inside the
+// DispatchTurn. Attributes carry ids, names, statuses and sizes, never
+// argument values, results or secrets.
+
+// Span names.
+const (
+	spanDispatch  = "tooldispatch.dispatch"
+	spanTurn      = "tooldispatch.turn"
+	spanPreflight = "tooldispatch.preflight"
+	spanExecute   = "tooldispatch.execute"
+	spanCommit    = "tooldispatch.commit"
+	// spanExecuteTool is followed by the tool's name, as the GenAI
+	// conventions name the span ("execute_tool {gen_ai.tool.name}").
+	spanExecuteTool = "execute_tool"
+)
+
+// Attribute keys: the GenAI semantic conventions' and tooldispatch's own.
+const (
+	attrOperation  = attribute.Key("gen_ai.operation.name")
+	attrToolName   = attribute.Key("gen_ai.tool.name")
+	attrToolCallID = attribute.Key("gen_ai.tool.call.id")
+	attrToolType   = attribute.Key("gen_ai.tool.type")
+	attrErrorType  = attribute.Key("error.type")
+
+	attrSession     = attribute.Key("tooldispatch.session")
+	attrRun         = attribute.Key("tooldispatch.run")
+	attrTurn        = attribute.Key("tooldispatch.turn")
+	attrTurnID      = attribute.Key("tooldispatch.turn_id")
+	attrProvider    = attribute.Key("tooldispatch.provider")
+	attrMember      = attribute.Key("tooldispatch.member")
+	attrCalls       = attribute.Key("tooldispatch.calls")
+	attrDecided     = attribute.Key("tooldispatch.calls.decided")
+	attrRunning     = attribute.Key("tooldispatch.calls.run")
+	attrReplayed    = attribute.Key("tooldispatch.replayed")
+	attrStatus      = attribute.Key("tooldispatch.status")
+	attrToolSource  = attribute.Key("tooldispatch.tool.source")
+	attrArgsBytes   = attribute.Key("tooldispatch.args.bytes")
+	attrResultBytes = attribute.Key("tooldispatch.result.bytes")
+	attrInjected    = attribute.Key("tooldispatch.injected")
+	attrMessages    = attribute.Key("tooldispatch.messages")
+)
+
+// Log fields that tie a turn's log lines to its trace.
+const (
+	logTraceID = "trace_id"
+	logSpanID  = "span_id"
+)
+
+var traceContext propagation.TraceContext
+
+// toolType is gen_ai.tool.type of a tool's source. The conventions know
+// three: "function" (the model fills in the arguments and the application
+// runs the code), "extension" (the agent calls an external API or service)
+// and "datastore" (retrieval from a data store). Built-in, script, host and
+// client tools are functions; MCP servers and ext_ HTTP endpoints are
+// extensions. No source is a data store as a whole, so "datastore" is not
+// used.
+func toolType(s toolkit.Source) string {
+	switch s {
+	case toolkit.SourceMCP, toolkit.SourceExt:
+		return "extension"
+	}
+	return "function"
+}
+
+// noopSpan is what the hooks return when tracing is off.
+var noopSpan trace.Span = noop.Span{}
+
+// startDispatch opens the span of one Dispatch call, child of the caller's
+// trace (t.Traceparent, else ctx's span), and returns the turn to send: a
+// copy carrying the span as its traceparent. Without a tracer it passes on
+// ctx's span context only, when there is one and t has none; otherwise t
+// itself, unchanged.
+func (c *Config) startDispatch(ctx context.Context, t *messages.DispatchTurn) (*messages.DispatchTurn, trace.Span) {
+	if c.Tracer == nil {
+		if t.Traceparent != "" {
+			return t, noopSpan
+		}
+		sc := trace.SpanContextFromContext(ctx)
+		if !sc.IsValid() {
+			return t, noopSpan
+		}
+		return withTraceContext(t, sc), noopSpan
+	}
+	parent := ctx
+	if t.Traceparent != "" {
+		parent = extractTurnContext(ctx, t)
+	}
+	_, span := c.Tracer.Start(parent, spanDispatch, trace.WithAttributes(
+		attrSession.String(t.Session), attrRun.String(t.Run), attrCalls.Int(len(t.Message.GetToolCalls()))))
+	return withTraceContext(t, span.SpanContext()), span
+}
+
+// withTraceContext returns a copy of t whose traceparent names sc.
+func withTraceContext(t *messages.DispatchTurn, sc trace.SpanContext) *messages.DispatchTurn {
+	c := proto.Clone(t).(*messages.DispatchTurn)
+	carrier := propagation.MapCarrier{}
+	traceContext.Inject(trace.ContextWithSpanContext(context.Background(), sc), carrier)
+	c.Traceparent, c.Tracestate = carrier["traceparent"], carrier["tracestate"]
+	return c
+}
+
+// extractTurnContext returns ctx with the remote span context of t's
+// traceparent, or ctx when it does not parse.
+func extractTurnContext(ctx context.Context, t *messages.DispatchTurn) context.Context {
+	return traceContext.Extract(ctx, propagation.MapCarrier{"traceparent": t.Traceparent, "tracestate": t.Tracestate})
+}
+
+// turnTrace holds the spans of one turn. A nil *turnTrace (tracing off)
+// does nothing.
+type turnTrace struct {
+	tracer trace.Tracer
+	turn   trace.Span
+	ctx    context.Context // carries the turn span
+	phase  trace.Span      // the open preflight, execute or commit span
+	exec   context.Context // carries the execute span
+}
+
+// startTurnTrace opens a turn's span, child of the turn's traceparent.
+func startTurnTrace(cfg *Config, session, run, provider string, t *messages.DispatchTurn, member string) *turnTrace {
+	if cfg.Tracer == nil {
+		return nil
+	}
+	parent := context.Background()
+	if t.Traceparent != "" {
+		parent = extractTurnContext(parent, t)
+	}
+	attrs := []attribute.KeyValue{attrSession.String(session), attrRun.String(run), attrProvider.String(provider),
+		attrCalls.Int(len(t.Message.GetToolCalls()))}
+	if t.TurnId != "" {
+		attrs = append(attrs, attrTurnID.String(t.TurnId))
+	}
+	if member != "" {
+		attrs = append(attrs, attrMember.String(member))
+	}
+	ctx, span := cfg.Tracer.Start(parent, spanTurn, trace.WithAttributes(attrs...))
+	return &turnTrace{tracer: cfg.Tracer, turn: span, ctx: ctx}
+}
+
+// logger is log with the turn's trace_id and span_id, or log itself.
+func (tt *turnTrace) logger(log zerolog.Logger) zerolog.Logger {
+	if tt == nil {
+		return log
+	}
+	sc := tt.turn.SpanContext()
+	return log.With().Str(logTraceID, sc.TraceID().String()).Str(logSpanID, sc.SpanID().String()).Logger()
+}
+
+// numbered records the turn number once it is known.
+func (tt *turnTrace) numbered(turn int64) {
+	if tt == nil {
+		return
+	}
+	tt.turn.SetAttributes(attrTurn.Int64(turn))
+}
+
+// startPreflight opens pass 1's span.
+func (tt *turnTrace) startPreflight() {
+	if tt == nil {
+		return
+	}
+	tt.startPhase(spanPreflight)
+}
+
+// startExecute opens pass 2's span, the parent of the calls' spans.
+func (tt *turnTrace) startExecute(run int) {
+	if tt == nil {
+		return
+	}
+	tt.exec = tt.startPhase(spanExecute, attrRunning.Int(run))
+}
+
+// startCommit opens pass 3's span.
+func (tt *turnTrace) startCommit(msgs int) {
+	if tt == nil {
+		return
+	}
+	tt.startPhase(spanCommit, attrMessages.Int(msgs))
+}
+
+// startPhase opens a pass's span (ending the previous one) and returns its
+// context.
+func (tt *turnTrace) startPhase(name string, attrs ...attribute.KeyValue) context.Context {
+	tt.endPhase()
+	ctx, span := tt.tracer.Start(tt.ctx, name, trace.WithAttributes(attrs...))
+	tt.phase = span
+	return ctx
+}
+
+// endPhase ends the open pass's span, with attrs.
+func (tt *turnTrace) endPhase(attrs ...attribute.KeyValue) {
+	if tt == nil || tt.phase == nil {
+		return
+	}
+	tt.phase.SetAttributes(attrs...)
+	tt.phase.End()
+	tt.phase = nil
+}
+
+// preflightDone ends pass 1's span with how its calls were planned.
+func (tt *turnTrace) preflightDone(plans []*callPlan, run int) {
+	if tt == nil {
+		return
+	}
+	tt.endPhase(attrDecided.Int(len(plans)-run), attrRunning.Int(run))
+}
+
+// startCall opens the execute_tool span of a call that starts now.
+func (tt *turnTrace) startCall(p *callPlan) trace.Span {
+	if tt == nil {
+		return nil
+	}
+	parent := tt.exec
+	if parent == nil {
+		parent = tt.ctx
+	}
+	_, span := tt.tracer.Start(parent, spanExecuteTool+" "+p.name, trace.WithAttributes(
+		attrOperation.String("execute_tool"),
+		attrToolName.String(p.name),
+		attrToolCallID.String(p.id),
+		attrToolType.String(toolType(p.tool.Source)),
+		attrToolSource.String(string(p.tool.Source)),
+		attrArgsBytes.Int(len(p.args.Canonical)),
+	))
+	return span
+}
+
+// endCall ends a call's span with its outcome.
+func endCall(span trace.Span, m *messages.ToolMessage) {
+	if span == nil {
+		return
+	}
+	span.SetAttributes(attrStatus.String(m.Status), attrResultBytes.Int(len(m.Content)))
+	if m.Injected != "" {
+		span.SetAttributes(attrInjected.String(m.Injected))
+	}
+	if m.Status != string(toolkit.StatusOK) {
+		span.SetAttributes(attrErrorType.String(m.Status))
+		span.SetStatus(codes.Error, m.Status)
+	}
+	span.End()
+}
+
+// end ends the turn's span (and an open pass's) with the turn's result.
+func (tt *turnTrace) end(r *messages.TurnResult) {
+	if tt == nil {
+		return
+	}
+	if r.Error != "" {
+		tt.endPhase(attrErrorType.String("turn_failed"))
+	}
+	tt.endPhase()
+	tt.turn.SetAttributes(attrMessages.Int(len(r.Messages)))
+	if r.Turn != 0 {
+		tt.turn.SetAttributes(attrTurn.Int64(r.Turn))
+	}
+	if r.Replayed {
+		tt.turn.SetAttributes(attrReplayed.Bool(true))
+	}
+	switch {
+	case r.Conflict:
+		tt.turn.SetAttributes(attrErrorType.String("turn_id_conflict"))
+		tt.turn.SetStatus(codes.Error, "turn_id conflict")
+	case r.Error != "":
+		tt.turn.SetAttributes(attrErrorType.String("turn_failed"))
+		tt.turn.SetStatus(codes.Error, "turn failed")
+	}
+	tt.turn.End()
+}
+
+// callContext is ctx carrying a call's span, for the tool's own tracing.
+func callContext(ctx context.Context, span trace.Span) context.Context {
+	if span == nil {
+		return ctx
+	}
+	return trace.ContextWithSpan(ctx, span)
+}
+
+// logTurn writes the turn's closing debug line (with its trace ids when
+// traced).
+func logTurn(log zerolog.Logger, session string, r *messages.TurnResult, began time.Time) {
+	if e := log.Debug(); e.Enabled() {
+		e.Str("session", session).Str("turn", strconv.FormatInt(r.Turn, 10)).Int("messages", len(r.Messages)).
+			Dur("took", time.Since(began)).Bool("failed", r.Error != "").Msg("turn done")
+	}
+}
