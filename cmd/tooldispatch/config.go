@@ -43,6 +43,9 @@ type fileConfig struct {
 	Dispatcher dispatcherConfig `toml:"dispatcher"`
 	// Sandbox confines run_command and script tools ([sandbox]).
 	Sandbox sandbox.Config `toml:"sandbox"`
+	// Telemetry: OpenTelemetry traces over OTLP/HTTP ([telemetry]); off
+	// when absent.
+	Telemetry telemetryConfig `toml:"telemetry"`
 }
 
 type secretsConfig struct {
@@ -196,6 +199,9 @@ func (c *fileConfig) validate() error {
 		if err := c.Dispatcher.Formats.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("dispatcher.formats: %w", err))
 		}
+	}
+	if err := c.Telemetry.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Dispatcher.PatternTimeout.Duration < 0 {
 		errs = append(errs, errors.New("dispatcher.pattern_timeout must not be negative"))

@@ -133,6 +133,12 @@ var configKeyRows = []configKeyRow{
 	{key: "chaos.rules.faults.min", wiredTo: "actors.Config.Chaos (toolkit/chaos)"},
 	{key: "chaos.rules.faults.max", wiredTo: "actors.Config.Chaos (toolkit/chaos)"},
 	{key: "chaos.rules.faults.fraction", wiredTo: "actors.Config.Chaos (toolkit/chaos)"},
+
+	// [telemetry]: startTelemetry (openStack) gives actors.Config.Tracer.
+	{key: "telemetry.traces", effect: TestRunTracesToOTLP},
+	{key: "telemetry.endpoint", effect: TestRunTracesToOTLP},
+	{key: "telemetry.service_name", effect: TestRunTracesToOTLP},
+	{key: "telemetry.sample_ratio", effect: TestRunTelemetrySampleRatio},
 }
 
 func TestConfigKeysHaveTheirEffect(t *testing.T) {

@@ -355,6 +355,7 @@ func (r *runner) request(t *inputTurn) (*messages.DispatchTurn, error) {
 		TurnId:          t.TurnID,
 		AutoLoadSchemas: r.stack.cfg.Dispatcher.AutoLoadSchemas,
 		Chaos:           t.Chaos,
+		Traceparent:     t.Traceparent,
 	}
 	if t.HasAutoLoadSchemas {
 		dt.AutoLoadSchemas = t.AutoLoadSchemas

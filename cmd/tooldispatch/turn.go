@@ -33,6 +33,8 @@ type inputTurn struct {
 	HasAutoLoadSchemas bool
 	// Chaos is the turn's chaos policy as JSON, "" when none.
 	Chaos string
+	// Traceparent is the caller's W3C trace context, "" when none.
+	Traceparent string
 
 	Message *messages.AssistantMessage
 }
@@ -50,6 +52,7 @@ type (
 		Exclude         []string                      `json:"exclude"`
 		AutoLoadSchemas bool                          `json:"auto_load_schemas"`
 		Chaos           json.RawMessage               `json:"chaos"`
+		Traceparent     string                        `json:"traceparent"`
 	}
 	wireMessage struct {
 		Role      string                    `json:"role"`
@@ -59,7 +62,7 @@ type (
 )
 
 // envelopeFields are the fields an envelope may have.
-var envelopeFields = []string{"session", "run", "provider", "client_tools", "message", "turn_id", "approve", "exclude", "auto_load_schemas", "chaos"}
+var envelopeFields = []string{"session", "run", "provider", "client_tools", "message", "turn_id", "approve", "exclude", "auto_load_schemas", "chaos", "traceparent"}
 
 // parseTurn parses one JSON value, which starts at byte offset at, as an
 // assistant message or an envelope. Errors are *inputError (Turn unset)
@@ -96,6 +99,7 @@ func parseTurn(raw []byte, at int64) (*inputTurn, error) {
 		}
 		t.Session, t.Run, t.Provider, t.TurnID, t.Approve = env.Session, env.Run, env.Provider, env.TurnID, env.Approve
 		t.AutoLoadSchemas = env.AutoLoadSchemas
+		t.Traceparent = env.Traceparent
 		_, t.HasAutoLoadSchemas = keys["auto_load_schemas"]
 		if len(env.Chaos) > 0 && string(env.Chaos) != "null" {
 			if _, err := chaos.Parse(string(env.Chaos)); err != nil {
@@ -158,6 +162,11 @@ func checkEnvelope(t *inputTurn) error {
 	case "", actors.ApproveAsk, actors.ApproveAll, actors.ApproveNone:
 	default:
 		return fmt.Errorf("approve must be \"ask\", \"all\" or \"none\", not %q", t.Approve)
+	}
+	if t.Traceparent != "" {
+		if err := checkTraceparent(t.Traceparent); err != nil {
+			return err
+		}
 	}
 	for _, id := range []struct{ name, v string }{{"session", t.Session}, {"run", t.Run}, {"turn_id", t.TurnID}} {
 		if len(id.v) > maxIDLen {

@@ -203,6 +203,8 @@ type stack struct {
 	cfg     *fileConfig
 	disp    *actors.Dispatcher
 	metrics *service.Metrics // serve only
+	// stopTelemetry flushes the spans not yet sent.
+	stopTelemetry func(context.Context) error
 }
 
 // openStack opens everything run needs. events receives the dispatcher's
@@ -262,6 +264,15 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 	acfg.Redact = s.tools.secrets.Redactor().Redact
 	acfg.PastFixes = s.tools.memory.PastFixes
 	acfg.Chaos = policy
+	instance := ""
+	if o.clusterName != "" {
+		instance = o.clusterAddr
+	}
+	acfg.Tracer, s.stopTelemetry, err = startTelemetry(cfg.Telemetry, instance)
+	if err != nil {
+		s.close(log)
+		return nil, failf(exitUsage, "[telemetry]: %v", err)
+	}
 	if o.clusterName != "" {
 		co, cerr := clusterOptions(o)
 		if cerr != nil {
@@ -334,6 +345,13 @@ func (s *stack) close(log zerolog.Logger) error {
 		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 		if err := s.disp.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("closing the dispatcher: %w", err))
+		}
+		cancel()
+	}
+	if s.stopTelemetry != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		if err := s.stopTelemetry(ctx); err != nil {
+			log.Warn().Err(err).Msg("sending the last spans")
 		}
 		cancel()
 	}

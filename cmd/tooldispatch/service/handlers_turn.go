@@ -38,6 +38,7 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errShuttingDown())
 		return
 	}
+	r = withTraceContext(r)
 	var req turnRequest
 	if e := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); e != nil {
 		writeError(w, e)
