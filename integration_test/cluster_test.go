@@ -129,8 +129,14 @@ func TestClusterMemberKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three cluster members")
 	}
+	for _, membership := range memberships {
+		t.Run(membership, func(t *testing.T) { testClusterMemberKilled(t, membership) })
+	}
+}
+
+func testClusterMemberKilled(t *testing.T, membership string) {
 	ws := t.TempDir() // shared by the members: the side file of executions
-	ms, ports := startCluster(t, 3, ws)
+	ms, ports := startClusterWith(t, 3, ws, clusterSetup{membership: membership})
 	ctx := context.Background()
 	deadline := time.Now().Add(60 * time.Second)
 	// Find the owner of the busy session.
@@ -168,7 +174,7 @@ func TestClusterMemberKilled(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	recovery := time.Since(killed)
-	t.Logf("a survivor served the killed member's session %.2fs after the kill (turn %d on %s)", recovery.Seconds(), third.Turn, third.Member)
+	t.Logf("%s membership: a survivor served the killed member's session %.2fs after the kill (turn %d on %s)", membership, recovery.Seconds(), third.Turn, third.Member)
 	if third.Messages[0].Status != "ok" {
 		t.Fatalf("third turn: %+v", third)
 	}
@@ -208,10 +214,33 @@ func TestClusterMemberKilled(t *testing.T) {
 	}
 }
 
-// startCluster starts n members over one PostgreSQL and waits until each
-// serves a turn.
+// Cluster memberships the cluster tests run with: a static member list
+// (protoactor's automanaged provider) and etcd.
+var memberships = []string{"static", "etcd"}
+
+// clusterSetup says how startClusterWith starts the members.
+type clusterSetup struct {
+	membership string   // "static" (default) or "etcd"
+	args       []string // more serve flags
+	env        []string // more environment variables
+}
+
+// startCluster starts n members over one PostgreSQL with a static member
+// list and waits until each serves a turn.
 func startCluster(t *testing.T, n int, ws string) ([]*member, []int) {
 	t.Helper()
+	return startClusterWith(t, n, ws, clusterSetup{})
+}
+
+// startClusterWith starts n members over one PostgreSQL as cs says and
+// waits until each serves a turn. With etcd membership it starts a
+// throwaway etcd, or skips saying why.
+func startClusterWith(t *testing.T, n int, ws string, cs clusterSetup) ([]*member, []int) {
+	t.Helper()
+	var membership []string
+	if cs.membership == "etcd" {
+		membership = []string{"--etcd", etcdServer(t)}
+	}
 	pg := pgServer(t)
 	ports := freePorts(t, 3*n)
 	var peers []string
@@ -221,9 +250,18 @@ func startCluster(t *testing.T, n int, ws string) ([]*member, []int) {
 	var ms []*member
 	for i := 0; i < n; i++ {
 		m := &member{http: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), log: &syncBuffer{}}
-		m.cmd = exec.Command(binary, "serve", "--approve", "all", "--workspace", ws, "--data", t.TempDir(),
+		args := []string{"serve", "--approve", "all", "--workspace", ws, "--data", t.TempDir(),
 			"--addr", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--cluster", "it", "--cluster-addr", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
-			"--peers", strings.Join(peers, ","), "--automanage-port", fmt.Sprint(ports[2*n+i]), "--postgres", pg, "--log-level", "warn")
+			"--postgres", pg, "--log-level", "warn"}
+		if membership == nil {
+			args = append(args, "--peers", strings.Join(peers, ","), "--automanage-port", fmt.Sprint(ports[2*n+i]))
+		} else {
+			args = append(args, membership...)
+		}
+		m.cmd = exec.Command(binary, append(args, cs.args...)...)
+		if len(cs.env) > 0 {
+			m.cmd.Env = append(os.Environ(), cs.env...)
+		}
 		m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 		if err := m.cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -277,8 +315,14 @@ func TestClusterPartitionedMemberFenced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts cluster members")
 	}
+	for _, membership := range memberships {
+		t.Run(membership, func(t *testing.T) { testClusterPartitionedMemberFenced(t, membership) })
+	}
+}
+
+func testClusterPartitionedMemberFenced(t *testing.T, membership string) {
 	ws := t.TempDir()
-	ms, ports := startCluster(t, 2, ws)
+	ms, ports := startClusterWith(t, 2, ws, clusterSetup{membership: membership})
 	ctx := context.Background()
 	first, err := postTurn(ctx, ms[0].http, "part", "p1", commandCall("p1c1", "echo p1c1 >> ran.log"))
 	if err != nil {
@@ -319,7 +363,7 @@ func TestClusterPartitionedMemberFenced(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Logf("the survivor took the session over %.2fs after the owner stopped (turn %d)", time.Since(stopped).Seconds(), third.Turn)
+	t.Logf("%s membership: the survivor took the session over %.2fs after the owner stopped (turn %d)", membership, time.Since(stopped).Seconds(), third.Turn)
 	if err := ms[owner].cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
