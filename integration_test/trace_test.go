@@ -43,7 +43,7 @@ func TestClusterTraceAcrossMembers(t *testing.T) {
 
 	const traceID, parent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
 	body, _ := json.Marshal(map[string]any{"run": "r", "provider": "claude-code", "auto_load_schemas": true, "approve": "all",
-		"message": map[string]any{"role": "assistant", "tool_calls": []any{commandCall("a", "true"), commandCall("b", "echo b")}}})
+		"message": map[string]any{"role": "assistant", "tool_calls": []any{commandCall("a", "echo a"), commandCall("b", "echo b")}}})
 	req, _ := http.NewRequestWithContext(ctx, "POST", ms[entry].http+"/v1/sessions/traced/turns", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("traceparent", "00-"+traceID+"-"+parent+"-01")
