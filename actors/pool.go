@@ -404,8 +404,6 @@ func (a *poolActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, ch
 	}
 }
 
-func (a *poolActor) cfg() *Config { return &a.in.cfg }
-
 // closeCall marks a call's outcome recorded and emits exec_error (for a
 // failure) and tool_call_end, under the emitter's lock so no streamed text
 // of the call can follow them.
