@@ -18,7 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
-	"github.com/tooldispatch/tooldispatch/internal/otlptest"
+	"github.com/tooldispatch/tooldispatch/integration_test/otlptest"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )

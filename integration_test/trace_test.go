@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tooldispatch/tooldispatch/internal/otlptest"
+	"github.com/tooldispatch/tooldispatch/integration_test/otlptest"
 )
 
 // TestClusterTraceAcrossMembers: a turn sent with a traceparent header to

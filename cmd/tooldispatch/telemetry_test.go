@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tooldispatch/tooldispatch/internal/otlptest"
+	"github.com/tooldispatch/tooldispatch/integration_test/otlptest"
 )
 
 // calcCall is a calculate call with id id.
