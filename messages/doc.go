@@ -1,6 +1,12 @@
 // Package messages holds the protobuf messages that cross the boundary of a
 // tooldispatch actor system: turns to dispatch, their results, tool messages,
-// events and confirmation replies, and the turn record as persisted.
+// events and confirmation replies, and the turn record as persisted; and the
+// one JSON codec of the shapes callers speak: an assistant message in the
+// OpenAI chat-completions or the Anthropic Messages shape in (Assistant,
+// Convert, ClientTool), tool results out as OpenAI tool messages (with
+// statuses, or strict), or an Anthropic user message of tool_result blocks
+// (Reply), events and a session's history as JSON. The run command and the
+// service use it, and so can an embedder.
 //
 // It knows nothing of actors, storage or tools.
 package messages

@@ -172,28 +172,29 @@ func AssistantFromOpenAI(role string, content json.RawMessage, calls []OpenAIToo
 func ToolSpecsFromOpenAI(tools []OpenAIFunctionTool) ([]*ToolSpec, error) {
 	out := make([]*ToolSpec, 0, len(tools))
 	for i, ct := range tools {
-		if ct.Type != "" && ct.Type != "function" {
-			return nil, fmt.Errorf("client_tools[%d].type must be \"function\", not %q", i, ct.Type)
-		}
-		if ct.Function == nil {
-			return nil, fmt.Errorf(`client_tools[%d] has no function: the shape is {"type":"function","function":{"name","description","parameters"}}`, i)
-		}
-		if ct.Function.Name == "" {
-			return nil, fmt.Errorf("client_tools[%d].function.name is empty", i)
-		}
-		spec := &ToolSpec{Name: ct.Function.Name, Description: ct.Function.Description}
-		switch p := bytes.TrimSpace(ct.Function.Parameters); {
-		case len(p) == 0 || string(p) == "null":
-		case p[0] == '{':
-			var b bytes.Buffer
-			if err := json.Compact(&b, p); err != nil {
-				return nil, fmt.Errorf("client_tools[%d].function.parameters: %w", i, err)
-			}
-			spec.Parameters = b.String()
-		default:
-			return nil, fmt.Errorf("client_tools[%d].function.parameters must be a JSON Schema object, not %s", i, JSONKind(p))
+		spec, err := toolSpecFromOpenAI(i, ct)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, spec)
 	}
 	return out, nil
+}
+
+// toolSpecFromOpenAI converts client_tools[i] in the function-tool shape.
+func toolSpecFromOpenAI(i int, ct OpenAIFunctionTool) (*ToolSpec, error) {
+	if ct.Type != "" && ct.Type != "function" {
+		return nil, fmt.Errorf("client_tools[%d].type must be \"function\", not %q", i, ct.Type)
+	}
+	if ct.Function == nil {
+		return nil, fmt.Errorf(`client_tools[%d] has no function: the shape is {"type":"function","function":{"name","description","parameters"}} (or Anthropic's {"name","description","input_schema"})`, i)
+	}
+	if ct.Function.Name == "" {
+		return nil, fmt.Errorf("client_tools[%d].function.name is empty", i)
+	}
+	params, err := schemaText(ct.Function.Parameters, "function.parameters", i)
+	if err != nil {
+		return nil, err
+	}
+	return &ToolSpec{Name: ct.Function.Name, Description: ct.Function.Description, Parameters: params}, nil
 }

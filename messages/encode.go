@@ -1,0 +1,138 @@
+package messages
+
+import "time"
+
+// OpenAIToolMessage is a tool message in the OpenAI shape with the call's
+// name and status: what run prints and the service answers by default,
+// and what a session reads back as.
+type OpenAIToolMessage struct {
+	Role       string `json:"role"`
+	ToolCallID string `json:"tool_call_id"`
+	Name       string `json:"name"`
+	Status     string `json:"status"`
+	Content    string `json:"content"`
+	Injected   string `json:"injected,omitempty"`
+}
+
+// StrictOpenAIToolMessage is a tool message with the properties of the
+// OpenAI chat-completions reference and nothing else.
+type StrictOpenAIToolMessage struct {
+	Role       string `json:"role"`
+	ToolCallID string `json:"tool_call_id"`
+	Content    string `json:"content"`
+}
+
+// OpenAIAssistantMessage is an assistant message in the OpenAI shape, as a
+// session reads back.
+type OpenAIAssistantMessage struct {
+	Role      string               `json:"role"`
+	Content   string               `json:"content"`
+	ToolCalls []OpenAIToolCallJSON `json:"tool_calls,omitempty"`
+}
+
+// OpenAIToolCallJSON is one call of an OpenAIAssistantMessage.
+type OpenAIToolCallJSON struct {
+	ID       string             `json:"id"`
+	Type     string             `json:"type"`
+	Function OpenAIFunctionJSON `json:"function"`
+}
+
+// OpenAIFunctionJSON is the function part of an OpenAIToolCallJSON; its
+// arguments are a JSON string.
+type OpenAIFunctionJSON struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// EventJSON is an event as JSON: a line of run's output, the data of a
+// server-sent event.
+type EventJSON struct {
+	Event     string `json:"event"`
+	Session   string `json:"session"`
+	Run       string `json:"run,omitempty"`
+	Turn      int64  `json:"turn,omitempty"`
+	CallID    string `json:"call_id,omitempty"`
+	Tool      string `json:"tool,omitempty"`
+	Seq       uint64 `json:"seq"`
+	Time      string `json:"time,omitempty"`
+	Text      string `json:"text,omitempty"`
+	Status    string `json:"status,omitempty"`
+	ArgsHash  string `json:"args_hash,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+	Injected  string `json:"injected,omitempty"`
+}
+
+// ToolMessageJSON is m in the OpenAI shape with name and status.
+func ToolMessageJSON(m *ToolMessage) OpenAIToolMessage {
+	return OpenAIToolMessage{Role: toolRole(m), ToolCallID: m.GetToolCallId(), Name: m.GetName(),
+		Status: m.GetStatus(), Content: m.GetContent(), Injected: m.GetInjected()}
+}
+
+// StrictToolMessageJSON is m with role, tool_call_id and content only.
+func StrictToolMessageJSON(m *ToolMessage) StrictOpenAIToolMessage {
+	return StrictOpenAIToolMessage{Role: toolRole(m), ToolCallID: m.GetToolCallId(), Content: m.GetContent()}
+}
+
+func toolRole(m *ToolMessage) string {
+	if r := m.GetRole(); r != "" {
+		return r
+	}
+	return "tool"
+}
+
+// ResultJSON is one call's result in shape s: a tool message, or for
+// ShapeAnthropic a tool_result block.
+func ResultJSON(m *ToolMessage, s Shape) any {
+	switch s {
+	case ShapeOpenAIStrict:
+		return StrictToolMessageJSON(m)
+	case ShapeAnthropic:
+		return AnthropicResult(m)
+	}
+	return ToolMessageJSON(m)
+}
+
+// Reply is the conversation messages that hand a turn's results back in
+// shape s, in call order: one tool message per call in the OpenAI shapes,
+// one user message of tool_result blocks in Anthropic's (none when the
+// turn had no calls).
+func Reply(ms []*ToolMessage, s Shape) []any {
+	if s == ShapeAnthropic {
+		if len(ms) == 0 {
+			return []any{}
+		}
+		return []any{AnthropicReply(ms)}
+	}
+	out := make([]any, len(ms))
+	for i, m := range ms {
+		out[i] = ResultJSON(m, s)
+	}
+	return out
+}
+
+// AssistantJSON is m in the OpenAI shape.
+func AssistantJSON(m *AssistantMessage) OpenAIAssistantMessage {
+	out := OpenAIAssistantMessage{Role: m.GetRole(), Content: m.GetContent()}
+	if out.Role == "" {
+		out.Role = "assistant"
+	}
+	for _, c := range m.GetToolCalls() {
+		out.ToolCalls = append(out.ToolCalls, OpenAIToolCallJSON{ID: c.GetId(), Type: c.GetType(),
+			Function: OpenAIFunctionJSON{Name: c.GetFunction().GetName(), Arguments: c.GetFunction().GetArguments()}})
+	}
+	return out
+}
+
+// EventToJSON is ev as JSON, its time in RFC 3339 with nanoseconds (UTC).
+func EventToJSON(ev *Event) EventJSON {
+	d := EventJSON{
+		Event: ev.GetKind(), Session: ev.GetSession(), Run: ev.GetRun(), Turn: ev.GetTurn(),
+		CallID: ev.GetCallId(), Tool: ev.GetTool(), Seq: ev.GetSeq(),
+		Text: ev.GetText(), Status: ev.GetStatus(), ArgsHash: ev.GetArgsHash(),
+		Arguments: ev.GetArguments(), Injected: ev.GetInjected(),
+	}
+	if ns := ev.GetTimeUnixNano(); ns != 0 {
+		d.Time = time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
+	}
+	return d
+}
