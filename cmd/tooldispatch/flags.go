@@ -56,6 +56,7 @@ type options struct {
 	// run
 	pretty         autoBool
 	events         bool
+	openAIStrict   bool // pure OpenAI tool messages
 	fsync          bool
 	confirmTimeout time.Duration
 
@@ -148,6 +149,7 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 	case "run":
 		fs.BoolVar(&o.events, "events", true, "print every event before the results")
 		fs.Var(&o.pretty, "pretty", "print for people: one line per result (turn, call id, tool, status, first line of content),\nevents indented (default: when stdout is a terminal; --pretty=false prints JSON Lines)")
+		fs.BoolVar(&o.openAIStrict, "openai-strict", false, "print pure OpenAI tool messages (role, tool_call_id, content only); the statuses stay in the events")
 		fs.BoolVar(&o.fsync, "fsync", false, "fsync every commit, so committed turns survive a power loss")
 		fs.DurationVar(&o.confirmTimeout, "confirm-timeout", 0, "wait at most `DURATION` (e.g. 30s) for the answer to a confirmation, then skip the call (default 5m)")
 		fs.StringVar(&o.chaos, "chaos", "", "inject faults by the chaos policy `FILE` (TOML or JSON); see examples/chaos.toml")

@@ -134,6 +134,15 @@ func TestReadTurns(t *testing.T) {
 			},
 		},
 		{
+			name: "Anthropic message, detected and named",
+			input: `{"role":"assistant","content":[{"type":"text","text":"hi"},{"type":"tool_use","id":"t1","name":"f","input":{"b":1,"b":2}}]}` +
+				`{"format":"anthropic","message":{"role":"assistant","content":"no calls"}}`,
+			want: []*inputTurn{
+				{Index: 1, Format: messages.FormatAnthropic, Message: assistant("hi", call("t1", "f", `{"b":1,"b":2}`))},
+				{Index: 2, Offset: 123, Format: messages.FormatAnthropic, Message: assistant("no calls")},
+			},
+		},
+		{
 			name:  "unknown message fields are ignored",
 			input: `{"role":"assistant","refusal":null,"reasoning_content":"…","tool_calls":[{"id":"c","type":"function","index":0,"function":{"name":"f","arguments":""}}]}`,
 			want:  []*inputTurn{{Index: 1, Message: assistant("", call("c", "f", ""))}},
@@ -176,6 +185,8 @@ func TestReadTurnsErrors(t *testing.T) {
 		{name: "envelope field of the wrong type", input: `{"session":1,"message":{"tool_calls":[]}}`, turn: 1, offset: 11, text: "session must be a string, not number"},
 		{name: "nested message type", input: `{"message":{"tool_calls":[{"function":{"name":true}}]}}`, turn: 1, offset: 49, text: "message.tool_calls.function.name must be a string, not bool"},
 		{name: "envelope message null", input: `{"message":null}`, turn: 1, text: "message is null"},
+		{name: "envelope format", input: `{"format":"gemini","message":{"tool_calls":[]}}`, turn: 1, text: `format must be "openai" or "anthropic", not "gemini"`},
+		{name: "anthropic block of the wrong type", input: `{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"a":1}},{"type":"tool_use","id":5}]}`, turn: 1, text: "content[].id must be a string"},
 		{name: "envelope approve", input: `{"approve":"yes","message":{"tool_calls":[]}}`, turn: 1, text: `approve must be "ask", "all" or "none", not "yes"`},
 		{name: "envelope id too long", input: `{"run":"` + strings.Repeat("r", 300) + `","message":{"tool_calls":[]}}`, turn: 1, text: "run is longer than 256 bytes"},
 		{name: "client tool shape", input: `{"client_tools":[{"name":"x"}],"message":{"tool_calls":[]}}`, turn: 1, text: "client_tools[0] has no function"},

@@ -6,85 +6,25 @@ import (
 	"encoding/json"
 	"io"
 	"sync"
-	"time"
 
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
-// eventLine is an event as run prints it.
-type eventLine struct {
-	Event     string `json:"event"`
-	Session   string `json:"session"`
-	Run       string `json:"run"`
-	Turn      int64  `json:"turn"`
-	CallID    string `json:"call_id"`
-	Tool      string `json:"tool"`
-	Seq       uint64 `json:"seq"`
-	Time      string `json:"time"`
-	Text      string `json:"text,omitempty"`
-	Status    string `json:"status,omitempty"`
-	ArgsHash  string `json:"args_hash,omitempty"`
-	Arguments string `json:"arguments,omitempty"`
-	Injected  string `json:"injected,omitempty"`
-}
+// The shapes run prints are the messages codec's (messages/encode.go).
+type (
+	// eventLine is an event as run prints it.
+	eventLine = messages.EventJSON
+	// toolMessageJSON is a tool message in the OpenAI shape, with its
+	// status.
+	toolMessageJSON = messages.OpenAIToolMessage
+)
 
-// toolMessageJSON is a tool message in the OpenAI shape, with its status.
-type toolMessageJSON struct {
-	Role       string `json:"role"`
-	ToolCallID string `json:"tool_call_id"`
-	Name       string `json:"name"`
-	Status     string `json:"status"`
-	Content    string `json:"content"`
-	Injected   string `json:"injected,omitempty"`
-}
+func eventJSON(ev *messages.Event) eventLine { return messages.EventToJSON(ev) }
 
-// assistantJSON is an assistant message in the OpenAI shape.
-type assistantJSON struct {
-	Role      string         `json:"role"`
-	Content   string         `json:"content"`
-	ToolCalls []toolCallJSON `json:"tool_calls,omitempty"`
-}
+func toolJSON(m *messages.ToolMessage) toolMessageJSON { return messages.ToolMessageJSON(m) }
 
-type toolCallJSON struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function functionJSON `json:"function"`
-}
-
-type functionJSON struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-func eventJSON(ev *messages.Event) eventLine {
-	return eventLine{
-		Event: ev.GetKind(), Session: ev.GetSession(), Run: ev.GetRun(), Turn: ev.GetTurn(),
-		CallID: ev.GetCallId(), Tool: ev.GetTool(), Seq: ev.GetSeq(),
-		Time: time.Unix(0, ev.GetTimeUnixNano()).UTC().Format(time.RFC3339Nano),
-		Text: ev.GetText(), Status: ev.GetStatus(), ArgsHash: ev.GetArgsHash(),
-		Arguments: ev.GetArguments(), Injected: ev.GetInjected(),
-	}
-}
-
-func toolJSON(m *messages.ToolMessage) toolMessageJSON {
-	role := m.GetRole()
-	if role == "" {
-		role = "tool"
-	}
-	return toolMessageJSON{Role: role, ToolCallID: m.GetToolCallId(), Name: m.GetName(),
-		Status: m.GetStatus(), Content: m.GetContent(), Injected: m.GetInjected()}
-}
-
-func assistantMessageJSON(m *messages.AssistantMessage) assistantJSON {
-	out := assistantJSON{Role: m.GetRole(), Content: m.GetContent()}
-	if out.Role == "" {
-		out.Role = "assistant"
-	}
-	for _, c := range m.GetToolCalls() {
-		out.ToolCalls = append(out.ToolCalls, toolCallJSON{ID: c.GetId(), Type: c.GetType(),
-			Function: functionJSON{Name: c.GetFunction().GetName(), Arguments: c.GetFunction().GetArguments()}})
-	}
-	return out
+func assistantMessageJSON(m *messages.AssistantMessage) messages.OpenAIAssistantMessage {
+	return messages.AssistantJSON(m)
 }
 
 // marshalLine encodes v as one JSON line, leaving <, > and & as they are
@@ -162,13 +102,25 @@ func (o *output) Results(msgs []*messages.ToolMessage) { o.TurnResults(0, msgs) 
 
 // TurnResults queues one line per tool message of turn, in order.
 func (o *output) TurnResults(turn int64, msgs []*messages.ToolMessage) {
-	lines := make([][]byte, len(msgs))
-	for i, m := range msgs {
-		if o.pretty {
+	o.TurnReply(turn, msgs, messages.ShapeOpenAI)
+}
+
+// TurnReply queues the results of turn: for people one line per result;
+// as JSON Lines in shape s, one line per tool message in order, or for
+// ShapeAnthropic one line with the user message.
+func (o *output) TurnReply(turn int64, msgs []*messages.ToolMessage, s messages.Shape) {
+	if o.pretty {
+		lines := make([][]byte, len(msgs))
+		for i, m := range msgs {
 			lines[i] = []byte(prettyResult(turn, m))
-			continue
 		}
-		lines[i] = marshalLine(toolJSON(m))
+		o.push(lines...)
+		return
+	}
+	reply := messages.Reply(msgs, s)
+	lines := make([][]byte, len(reply))
+	for i, m := range reply {
+		lines[i] = marshalLine(m)
 	}
 	o.push(lines...)
 }

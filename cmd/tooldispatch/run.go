@@ -303,7 +303,7 @@ func (r *runner) dispatch(ctx context.Context, t *inputTurn) error {
 	}
 	res, err := r.stack.disp.Dispatch(ctx, dt)
 	if res != nil {
-		r.out.TurnResults(res.GetTurn(), res.GetMessages())
+		r.out.TurnReply(res.GetTurn(), res.GetMessages(), r.shape(t.Format))
 	}
 	switch {
 	case errors.Is(err, actors.ErrBadRequest), errors.Is(err, actors.ErrTurnIDConflict):
@@ -315,6 +315,16 @@ func (r *runner) dispatch(ctx context.Context, t *inputTurn) error {
 		return failf(exitFailure, "writing the results: %v", err)
 	}
 	return nil
+}
+
+// shape is the shape of the results of a turn that came in format f:
+// Anthropic's for Anthropic messages, pure OpenAI tool messages with
+// --openai-strict, OpenAI tool messages with name and status otherwise.
+func (r *runner) shape(f messages.Format) messages.Shape {
+	if r.o.openAIStrict {
+		return messages.ReplyShape(f, messages.ShapeOpenAIStrict)
+	}
+	return messages.ReplyShape(f, messages.ShapeOpenAI)
 }
 
 // turnRefused is a turn that is well formed but cannot run as declared (a
@@ -341,7 +351,7 @@ func (r *runner) refuse(tr *turnRefused) {
 		msgs = append(msgs, &messages.ToolMessage{Role: "tool", ToolCallId: id, Name: tc.GetFunction().GetName(),
 			Status: string(toolkit.StatusError), Content: text})
 	}
-	r.out.Results(msgs)
+	r.out.TurnReply(0, msgs, r.shape(tr.turn.Format))
 }
 
 // request builds the DispatchTurn of t: the envelope's fields over the

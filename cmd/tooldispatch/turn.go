@@ -35,6 +35,10 @@ type inputTurn struct {
 	Chaos string
 	// Traceparent is the caller's W3C trace context, "" when none.
 	Traceparent string
+	// Format is FormatAnthropic when the message came in the Anthropic
+	// shape (the envelope's format, or detected), and its results go back
+	// in it; "" for OpenAI.
+	Format messages.Format
 
 	Message *messages.AssistantMessage
 }
@@ -42,27 +46,23 @@ type inputTurn struct {
 // Wire shapes of run input.
 type (
 	wireEnvelope struct {
-		Session         string                        `json:"session"`
-		Run             string                        `json:"run"`
-		Provider        string                        `json:"provider"`
-		ClientTools     []messages.OpenAIFunctionTool `json:"client_tools"`
-		Message         *wireMessage                  `json:"message"`
-		TurnID          string                        `json:"turn_id"`
-		Approve         string                        `json:"approve"`
-		Exclude         []string                      `json:"exclude"`
-		AutoLoadSchemas bool                          `json:"auto_load_schemas"`
-		Chaos           json.RawMessage               `json:"chaos"`
-		Traceparent     string                        `json:"traceparent"`
-	}
-	wireMessage struct {
-		Role      string                    `json:"role"`
-		Content   json.RawMessage           `json:"content"`
-		ToolCalls []messages.OpenAIToolCall `json:"tool_calls"`
+		Session         string                `json:"session"`
+		Run             string                `json:"run"`
+		Provider        string                `json:"provider"`
+		ClientTools     []messages.ClientTool `json:"client_tools"`
+		Message         *messages.Assistant   `json:"message"`
+		TurnID          string                `json:"turn_id"`
+		Approve         string                `json:"approve"`
+		Exclude         []string              `json:"exclude"`
+		AutoLoadSchemas bool                  `json:"auto_load_schemas"`
+		Chaos           json.RawMessage       `json:"chaos"`
+		Traceparent     string                `json:"traceparent"`
+		Format          string                `json:"format"`
 	}
 )
 
 // envelopeFields are the fields an envelope may have.
-var envelopeFields = []string{"session", "run", "provider", "client_tools", "message", "turn_id", "approve", "exclude", "auto_load_schemas", "chaos", "traceparent"}
+var envelopeFields = []string{"session", "run", "provider", "client_tools", "message", "turn_id", "approve", "exclude", "auto_load_schemas", "chaos", "traceparent", "format"}
 
 // parseTurn parses one JSON value, which starts at byte offset at, as an
 // assistant message or an envelope. Errors are *inputError (Turn unset)
@@ -110,7 +110,7 @@ func parseTurn(raw []byte, at int64) (*inputTurn, error) {
 		_, t.HasExclude = keys["exclude"]
 		t.Exclude = env.Exclude
 		if _, t.HasClientTools = keys["client_tools"]; t.HasClientTools {
-			specs, err := messages.ToolSpecsFromOpenAI(env.ClientTools)
+			specs, err := messages.ToolSpecs(env.ClientTools)
 			if err != nil {
 				return nil, &inputError{Offset: at, Err: err}
 			}
@@ -119,11 +119,14 @@ func parseTurn(raw []byte, at int64) (*inputTurn, error) {
 		if err := checkEnvelope(t); err != nil {
 			return nil, &inputError{Offset: at, Err: err}
 		}
-		msg, err := assistantMessage(env.Message, "message.")
+		format, err := messages.ParseFormat(env.Format)
 		if err != nil {
 			return nil, &inputError{Offset: at, Err: err}
 		}
-		t.Message = msg
+		if t.Message, format, err = env.Message.Convert(format, "message."); err != nil {
+			return nil, &inputError{Offset: at, Err: err}
+		}
+		t.setFormat(format)
 		return t, nil
 	}
 	_, hasRole := keys["role"]
@@ -131,16 +134,24 @@ func parseTurn(raw []byte, at int64) (*inputTurn, error) {
 	if !hasRole && !hasCalls {
 		return nil, &inputError{Offset: at, Err: errors.New("a turn must be an assistant message (with role and tool_calls) or an envelope (with message)")}
 	}
-	var m wireMessage
+	var m messages.Assistant
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, typeError(err, at)
 	}
-	msg, err := assistantMessage(&m, "")
+	msg, format, err := m.Convert("", "")
 	if err != nil {
 		return nil, &inputError{Offset: at, Err: err}
 	}
 	t.Message = msg
+	t.setFormat(format)
 	return t, nil
+}
+
+// setFormat records the format the message came in, "" for OpenAI.
+func (t *inputTurn) setFormat(f messages.Format) {
+	if f == messages.FormatAnthropic {
+		t.Format = f
+	}
 }
 
 // typeError turns a decoding error of a turn into an inputError.
@@ -174,10 +185,4 @@ func checkEnvelope(t *inputTurn) error {
 		}
 	}
 	return nil
-}
-
-// assistantMessage converts a decoded message; prefix names where it sits
-// in the turn, for error messages.
-func assistantMessage(m *wireMessage, prefix string) (*messages.AssistantMessage, error) {
-	return messages.AssistantFromOpenAI(m.Role, m.Content, m.ToolCalls, prefix)
 }
