@@ -10,6 +10,7 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
 // Statuses of a confirmation's answer (messages.ConfirmAck).
@@ -119,8 +120,49 @@ func (s *Server) handleClientResult(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusBadRequest, `field "content" is required: the call's result text`))
 		return
 	}
-	err := s.opts.Replies.ClientResult(r.Context(), r.PathValue("session"), r.PathValue("call_id"), *req.Content, req.IsError)
-	s.writeReplyOutcome(w, "handing back a client result", err)
+	format, err := messages.ParseFormat(req.Format)
+	if err != nil {
+		writeError(w, errorf(http.StatusBadRequest, "%s", err.Error()))
+		return
+	}
+	reply, err := messages.ParseReply(req.Reply)
+	if err != nil {
+		writeError(w, errorf(http.StatusBadRequest, "%s", err.Error()))
+		return
+	}
+	session, callID := r.PathValue("session"), r.PathValue("call_id")
+	err = s.opts.Replies.ClientResult(r.Context(), session, callID, *req.Content, req.IsError)
+	if err != nil {
+		s.writeReplyOutcome(w, "handing back a client result", err)
+		return
+	}
+	out := clientResultReply{Status: ackAccepted}
+	m, err := s.committedResult(r.Context(), session, callID)
+	if err != nil {
+		// The result is committed; only reading it back failed.
+		s.log.Warn().Err(err).Str("session", session).Msg("reading a committed client result back")
+	} else if m != nil {
+		out.Message = messages.ResultJSON(m, messages.ReplyShape(format, reply))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// committedResult reads back the tool message of a client call the store
+// holds, nil when the store does not show it settled: the latest turn
+// that has the call id wins.
+func (s *Server) committedResult(ctx context.Context, session, callID string) (*messages.ToolMessage, error) {
+	turns, err := s.opts.Store.Turns(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(turns) - 1; i >= 0; i-- {
+		for _, m := range turns[i].GetToolMessages() {
+			if m.GetToolCallId() == callID && m.GetStatus() != string(toolkit.StatusClientPending) {
+				return m, nil
+			}
+		}
+	}
+	return nil, nil
 }
 
 func (s *Server) writeReplyOutcome(w http.ResponseWriter, what string, err error) {

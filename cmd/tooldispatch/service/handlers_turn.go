@@ -44,7 +44,7 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	dt, key, decl, e := s.turnFromRequest(r.PathValue("session"), &req)
+	dt, key, decl, shape, e := s.turnFromRequest(r.PathValue("session"), &req)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -62,18 +62,19 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	s.runs.put(key, decl)
 	if wantsEventStream(r) {
-		s.streamTurn(w, r, dt)
+		s.streamTurn(w, r, dt, shape)
 		return
 	}
 	res, err := s.opts.Dispatcher.Dispatch(r.Context(), dt)
-	code, body := s.turnOutcome(dt, res, err)
+	code, body := s.turnOutcome(dt, res, err, shape)
 	writeJSON(w, code, body)
 }
 
 // streamTurn dispatches a turn and streams its events, then a result (or
 // error) event. The caller holds the session's gate, so every event on the
-// session's subscription belongs to this turn.
-func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, dt *messages.DispatchTurn) {
+// session's subscription belongs to this turn. The result carries the
+// messages in shape.
+func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, dt *messages.DispatchTurn, shape messages.Shape) {
 	ch, cancel := s.opts.Broker.subscribe(dt.Session, 0, false)
 	defer func() { cancel() }()
 	st := startSSE(w)
@@ -122,7 +123,7 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, dt *messages
 					drained = true
 				}
 			}
-			code, body := s.turnOutcome(dt, out.res, out.err)
+			code, body := s.turnOutcome(dt, out.res, out.err, shape)
 			kind := eventResult
 			if code != http.StatusOK {
 				kind = eventError
@@ -139,11 +140,12 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, dt *messages
 	}
 }
 
-// turnOutcome maps what Dispatch returned to a status code and a body.
-func (s *Server) turnOutcome(dt *messages.DispatchTurn, res *messages.TurnResult, err error) (int, any) {
+// turnOutcome maps what Dispatch returned to a status code and a body
+// whose messages are in shape.
+func (s *Server) turnOutcome(dt *messages.DispatchTurn, res *messages.TurnResult, err error, shape messages.Shape) (int, any) {
 	switch {
 	case err == nil:
-		return http.StatusOK, turnReply{Turn: res.GetTurn(), Messages: toolMessagesJSON(res.GetMessages()), Replayed: res.GetReplayed(), Member: res.GetMember()}
+		return http.StatusOK, turnReplyOf[any]{Turn: res.GetTurn(), Messages: messages.Reply(res.GetMessages(), shape), Replayed: res.GetReplayed(), Member: res.GetMember()}
 	case errors.Is(err, actors.ErrClosed):
 		return http.StatusServiceUnavailable, turnFailure{Error: errShuttingDown().msg}
 	case errors.Is(err, actors.ErrBadRequest):
@@ -151,7 +153,10 @@ func (s *Server) turnOutcome(dt *messages.DispatchTurn, res *messages.TurnResult
 	case errors.Is(err, actors.ErrTurnIDConflict):
 		return http.StatusConflict, turnFailure{Error: err.Error()}
 	}
-	f := turnFailure{Error: "the turn failed", Turn: res.GetTurn(), Messages: toolMessagesJSON(res.GetMessages())}
+	f := turnFailure{Error: "the turn failed", Turn: res.GetTurn()}
+	if len(res.GetMessages()) > 0 {
+		f.Messages = messages.Reply(res.GetMessages(), shape)
+	}
 	if res.GetError() != "" {
 		f.Error = "the turn failed: " + res.GetError()
 	}
@@ -164,10 +169,11 @@ func (s *Server) turnOutcome(dt *messages.DispatchTurn, res *messages.TurnResult
 }
 
 // turnFromRequest checks a turn request and builds the DispatchTurn, with
-// the run's earlier declarations for what the request leaves out.
-func (s *Server) turnFromRequest(session string, req *turnRequest) (*messages.DispatchTurn, runKey, runDecl, *apiError) {
-	bad := func(format string, args ...any) (*messages.DispatchTurn, runKey, runDecl, *apiError) {
-		return nil, runKey{}, runDecl{}, errorf(http.StatusBadRequest, format, args...)
+// the run's earlier declarations for what the request leaves out, and the
+// shape its results go back in.
+func (s *Server) turnFromRequest(session string, req *turnRequest) (*messages.DispatchTurn, runKey, runDecl, messages.Shape, *apiError) {
+	bad := func(format string, args ...any) (*messages.DispatchTurn, runKey, runDecl, messages.Shape, *apiError) {
+		return nil, runKey{}, runDecl{}, "", errorf(http.StatusBadRequest, format, args...)
 	}
 	switch {
 	case len(session) > maxIDLen:
@@ -178,8 +184,16 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*messages.Di
 		return bad("turn_id is longer than %d bytes", maxIDLen)
 	case len(req.Provider) > maxIDLen:
 		return bad("provider is longer than %d bytes", maxIDLen)
-	case req.Message == nil:
+	case len(req.Message) == 0 || string(req.Message) == "null":
 		return bad("message is required: the assistant message whose tool_calls to run")
+	}
+	format, err := messages.ParseFormat(req.Format)
+	if err != nil {
+		return bad("%s", err.Error())
+	}
+	reply, err := messages.ParseReply(req.Reply)
+	if err != nil {
+		return bad("%s", err.Error())
 	}
 	switch req.Approve {
 	case "", actors.ApproveAsk, actors.ApproveAll, actors.ApproveNone:
@@ -193,13 +207,17 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*messages.Di
 	if req.AutoLoadSchemas != nil {
 		autoLoad = *req.AutoLoadSchemas
 	}
-	msg, err := messages.AssistantFromOpenAI(req.Message.Role, req.Message.Content, req.Message.ToolCalls, "message.")
+	a, err := messages.DecodeAssistant(req.Message, "message.")
+	if err != nil {
+		return bad("invalid request: %s", err.Error())
+	}
+	msg, format, err := a.Convert(format, "message.")
 	if err != nil {
 		return bad("%s", err.Error())
 	}
 	var specs []*messages.ToolSpec
 	if req.ClientTools != nil {
-		if specs, err = messages.ToolSpecsFromOpenAI(*req.ClientTools); err != nil {
+		if specs, err = messages.ToolSpecs(*req.ClientTools); err != nil {
 			return bad("%s", err.Error())
 		}
 	}
@@ -228,7 +246,7 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*messages.Di
 		ClientTools: decl.clientTools, Exclude: s.exclude(decl),
 		Approve: approve, TurnId: req.TurnID, AutoLoadSchemas: autoLoad, Chaos: policy,
 	}
-	return dt, key, decl, nil
+	return dt, key, decl, messages.ReplyShape(format, reply), nil
 }
 
 // view builds the tools view of a run with its declarations.

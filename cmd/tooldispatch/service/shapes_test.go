@@ -1,0 +1,256 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// clientReplies hands client results to the dispatcher, as the serve
+// command does.
+type clientReplies struct{ d *actors.Dispatcher }
+
+func (r *clientReplies) Answer(context.Context, string, string, string) error { return ErrNoPending }
+
+func (r *clientReplies) ClientResult(ctx context.Context, session, callID, content string, isError bool) error {
+	return mapActorsErr(r.d.ClientResult(ctx, session, callID, content, isError))
+}
+
+// openAIToolMessageSchema compiles the OpenAI chat-completions tool message
+// schema (no properties besides role, tool_call_id and content).
+func openAIToolMessageSchema(t *testing.T) *toolkit.Schema {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "messages", "testdata", "openai_tool_message.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := toolkit.NewSchemaCache().Compile(b)
+	if err != nil {
+		t.Fatalf("compiling the tool message schema: %v", err)
+	}
+	return s
+}
+
+// TestAssistantMessageExtrasAccepted: fields of an assistant message the
+// dispatcher has no use for (OpenRouter's reasoning_details, refusal,
+// annotations, audio, anything else) are ignored; the body's own fields
+// stay strict.
+func TestAssistantMessageExtrasAccepted(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	body := turn("r1", "all", call(t, "c1", "read_files", map[string]any{"paths": []string{"notes.md"}}))
+	msg := body["message"].(map[string]any)
+	msg["reasoning_details"] = []any{map[string]any{"type": "reasoning.encrypted", "data": "…"}}
+	msg["refusal"] = nil
+	msg["annotations"] = []any{}
+	msg["audio"] = nil
+	msg["some_future_field"] = map[string]any{"x": 1}
+	msg["tool_calls"].([]map[string]any)[0]["index"] = 0
+	r := f.postTurn("x1", body)
+	if diff := cmp.Diff([]string{"ok"}, statuses(r.Messages)); diff != "" {
+		t.Errorf("statuses (-want +got):\n%s", diff)
+	}
+	body["bogus"] = 1
+	resp, data := f.do("POST", "/v1/sessions/x1/turns", body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), `unknown field \"bogus\"`) {
+		t.Errorf("an unknown body field: %d %s, want 400 naming it", resp.StatusCode, data)
+	}
+}
+
+// TestOpenAIStrictReply: "reply":"openai-strict" answers with tool messages
+// that validate against OpenAI's schema, plain and streamed; the statuses
+// stay in the events.
+func TestOpenAIStrictReply(t *testing.T) {
+	schema := openAIToolMessageSchema(t)
+	f := newFixture(t, fixtureOpts{})
+	body := turn("r1", "none",
+		call(t, "c1", "read_files", map[string]any{"paths": []string{"notes.md"}}),
+		call(t, "c2", "edit_file", map[string]any{"path": "notes.md", "content": "x"}),
+		call(t, "c3", "no_such_tool", map[string]any{}))
+	body["reply"] = "openai-strict"
+	check := func(where string, data []byte) {
+		t.Helper()
+		var reply struct {
+			Turn     int64            `json:"turn"`
+			Messages []map[string]any `json:"messages"`
+		}
+		mustUnmarshal(t, data, &reply)
+		if len(reply.Messages) != 3 {
+			t.Fatalf("%s: %d messages, want 3: %s", where, len(reply.Messages), data)
+		}
+		for _, m := range reply.Messages {
+			if err := schema.Validate(m); err != nil {
+				t.Errorf("%s: %v does not validate against the OpenAI schema: %v", where, m, err)
+			}
+		}
+	}
+	resp, data := f.do("POST", "/v1/sessions/strict/turns", body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST turn: %d %s", resp.StatusCode, data)
+	}
+	check("reply", data)
+
+	body["turn_id"] = "t2"
+	stream := f.openSSE("POST", "/v1/sessions/strict2/turns", body, "")
+	got := map[string]string{}
+	for {
+		ev := stream.must()
+		if ev.Event == eventResult {
+			check("streamed reply", []byte(ev.Data))
+			break
+		}
+		if ev.Event == actors.EventToolResult {
+			var d eventData
+			ev.decode(t, &d)
+			got[d.CallID] = d.Status
+		}
+	}
+	want := map[string]string{"c1": "ok", "c2": "skipped", "c3": "unknown_tool"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("statuses in the events (-want +got):\n%s", diff)
+	}
+
+	resp, data = f.do("POST", "/v1/sessions/strict/turns", map[string]any{"reply": "openai-pure", "message": body["message"]})
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), "reply") {
+		t.Errorf("an unknown reply option: %d %s, want 400 naming reply", resp.StatusCode, data)
+	}
+}
+
+// TestClientResultAnswersWithTheMessage: client_result answers with the
+// tool message it committed, in the shape the body asks for.
+func TestClientResultAnswersWithTheMessage(t *testing.T) {
+	schema := openAIToolMessageSchema(t)
+	r := &clientReplies{}
+	f := newFixture(t, fixtureOpts{replies: r})
+	r.d = f.disp
+	body := turn("r1", "all", call(t, "l1", "lookup", map[string]any{"q": "x"}), call(t, "l2", "lookup", map[string]any{"q": "y"}))
+	body["client_tools"] = []any{map[string]any{"type": "function", "function": map[string]any{"name": "lookup", "description": "Look up.",
+		"parameters": map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}}}}}
+	if got := statuses(f.postTurn("cr", body).Messages); !cmp.Equal(got, []string{"client_pending", "client_pending"}) {
+		t.Fatalf("statuses %v, want client_pending twice", got)
+	}
+
+	resp, data := f.do("POST", "/v1/sessions/cr/client_result/l1", map[string]any{"content": "found it", "is_error": false})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("client_result: %d %s", resp.StatusCode, data)
+	}
+	var full struct {
+		Status  string      `json:"status"`
+		Message toolMessage `json:"message"`
+	}
+	mustUnmarshal(t, data, &full)
+	// The store keeps the committed message as the dispatcher wrote it,
+	// without the call's name: compare the rest.
+	full.Message.Name = ""
+	want := toolMessage{Role: "tool", ToolCallID: "l1", Status: "ok", Content: "found it"}
+	if full.Status != ackAccepted || full.Message != want {
+		t.Errorf("client_result answered %s, want accepted with %+v", data, want)
+	}
+
+	resp, data = f.do("POST", "/v1/sessions/cr/client_result/l2", map[string]any{"content": "no such word", "is_error": true, "reply": "openai-strict"})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("client_result: %d %s", resp.StatusCode, data)
+	}
+	var strict struct {
+		Message map[string]any `json:"message"`
+	}
+	mustUnmarshal(t, data, &strict)
+	if err := schema.Validate(strict.Message); err != nil || strict.Message["content"] != "no such word" {
+		t.Errorf("strict client_result message %v: %v", strict.Message, err)
+	}
+}
+
+// anthropicUser is a user message of tool_result blocks.
+type anthropicUser struct {
+	Role    string `json:"role"`
+	Content []struct {
+		Type      string `json:"type"`
+		ToolUseID string `json:"tool_use_id"`
+		Content   string `json:"content"`
+		IsError   bool   `json:"is_error"`
+	} `json:"content"`
+}
+
+// TestAnthropicTurnRoundTrip: an assistant message in the Anthropic
+// Messages shape runs and is answered with a user message of tool_result
+// blocks (is_error on failures); client tools may be declared in
+// Anthropic's shape, and their client_result answers with the block.
+func TestAnthropicTurnRoundTrip(t *testing.T) {
+	r := &clientReplies{}
+	f := newFixture(t, fixtureOpts{replies: r})
+	r.d = f.disp
+	body := map[string]any{
+		"run": "r1", "provider": toolkit.ProviderClaudeCode, "auto_load_schemas": true,
+		"client_tools": []any{map[string]any{"name": "lookup", "description": "Look up.",
+			"input_schema": map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}}}},
+		"message": json.RawMessage(`{"id":"msg_1","type":"message","role":"assistant","model":"claude","stop_reason":"tool_use","content":[` +
+			`{"type":"text","text":"Let me look."},` +
+			`{"type":"tool_use","id":"toolu_1","name":"read_files","input":{"paths":["notes.md"]}},` +
+			`{"type":"tool_use","id":"toolu_2","name":"read_files","input":{"paths":["notes.md"],"paths":["data.csv"]}},` +
+			`{"type":"tool_use","id":"toolu_3","name":"lookup","input":{"q":"x"}}]}`),
+	}
+	resp, data := f.do("POST", "/v1/sessions/an/turns", body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST turn: %d %s", resp.StatusCode, data)
+	}
+	var reply struct {
+		Turn     int64           `json:"turn"`
+		Messages []anthropicUser `json:"messages"`
+	}
+	mustUnmarshal(t, data, &reply)
+	if len(reply.Messages) != 1 || reply.Messages[0].Role != "user" || len(reply.Messages[0].Content) != 3 {
+		t.Fatalf("reply %s, want one user message with three tool_result blocks", data)
+	}
+	var got []string
+	for _, b := range reply.Messages[0].Content {
+		got = append(got, b.Type+":"+b.ToolUseID+":"+map[bool]string{true: "error", false: "ok"}[b.IsError])
+	}
+	want := []string{"tool_result:toolu_1:ok", "tool_result:toolu_2:error", "tool_result:toolu_3:ok"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tool results (-want +got):\n%s", diff)
+	}
+	if c := reply.Messages[0].Content; !strings.Contains(c[0].Content, "42") || !strings.Contains(c[1].Content, "duplicate") {
+		t.Errorf("contents %q, %q: want the file and the refused duplicate key", c[0].Content, c[1].Content)
+	}
+
+	resp, data = f.do("POST", "/v1/sessions/an/client_result/toolu_3", map[string]any{"content": "a word", "format": "anthropic"})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("client_result: %d %s", resp.StatusCode, data)
+	}
+	var cr struct {
+		Status  string          `json:"status"`
+		Message json.RawMessage `json:"message"`
+	}
+	mustUnmarshal(t, data, &cr)
+	if want := `{"type":"tool_result","tool_use_id":"toolu_3","content":"a word"}`; string(cr.Message) != want {
+		t.Errorf("client_result message %s, want %s", cr.Message, want)
+	}
+
+	// The session reads back with the calls and their statuses.
+	resp, data = f.do("GET", "/v1/sessions/an", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET session: %d %s", resp.StatusCode, data)
+	}
+	var sess struct {
+		Tools []toolMessage `json:"tools"`
+	}
+	mustUnmarshal(t, data, &sess)
+	if diff := cmp.Diff([]string{"ok", "invalid_args", "ok"}, statuses(sess.Tools)); diff != "" {
+		t.Errorf("persisted statuses (-want +got):\n%s", diff)
+	}
+
+	// An explicit format that does not fit is refused.
+	body["format"] = "openai-ish"
+	resp, data = f.do("POST", "/v1/sessions/an/turns", body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), "format") {
+		t.Errorf("an unknown format: %d %s, want 400 naming format", resp.StatusCode, data)
+	}
+}
