@@ -17,8 +17,8 @@ import (
 // ErrAlreadySettled: AmendToolMessage found the call no longer pending.
 var ErrAlreadySettled = errors.New("cachestore: call already settled")
 
-// KV is one record of a namespace.
-type KV struct {
+// KV is one record of a namespace (an alias, see CacheEntry).
+type KV = struct {
 	Key   string
 	Value []byte
 }

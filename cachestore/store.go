@@ -3,6 +3,7 @@ package cachestore
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -10,14 +11,23 @@ import (
 
 // Sentinel errors.
 var (
-	// ErrNotFound: the key, turn or version does not exist.
-	ErrNotFound = errors.New("cachestore: not found")
+	// ErrNotFound: the key, turn or version does not exist. It also
+	// matches fs.ErrNotExist (errors.Is), which is how packages that see a
+	// store through a small interface of their own (toolkit/secrets,
+	// toolkit/memory, toolkit/builtin) recognise it without importing
+	// cachestore.
+	ErrNotFound error = notFound{}
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("cachestore: closed")
 	// ErrStaleTurn: a commit or intent names a turn number that is not the
 	// session's next turn (a second writer, or a replayed commit).
 	ErrStaleTurn = errors.New("cachestore: stale turn")
 )
+
+type notFound struct{}
+
+func (notFound) Error() string        { return "cachestore: not found" }
+func (notFound) Is(target error) bool { return target == fs.ErrNotExist }
 
 // SessionState is what a session actor loads when it starts.
 type SessionState struct {
@@ -87,19 +97,25 @@ type TurnCommit struct {
 }
 
 // CacheEntry is one value of the TTL cache with its absolute expiry.
-type CacheEntry struct {
+//
+// CacheEntry, FileVersion and KV are aliases of unnamed struct types: a
+// package that declares the same struct in an interface of its own
+// (toolkit.CacheEntry, builtin.VersionInfo, toolkit.KVRecord) is satisfied
+// by the stores here without either package importing the other.
+type CacheEntry = struct {
 	Key     string
 	Value   []byte
 	Expires time.Time
 }
 
-// FileVersion describes one kept version of a workspace file.
-type FileVersion struct {
+// FileVersion describes one kept version of a workspace file: Deleted
+// records a removal, Note names the tool that wrote it ("edit_file").
+type FileVersion = struct {
 	Version int64
 	Time    time.Time
 	Size    int64
-	Deleted bool   // the version records a removal
-	Note    string // which tool wrote it, e.g. "edit_file"
+	Deleted bool
+	Note    string
 }
 
 // Store is what the dispatcher persists through. Implementations are safe for

@@ -126,8 +126,11 @@ type Result struct {
 	Cache *CacheEntry
 }
 
-// CacheEntry is one value for the 30-minute result cache.
-type CacheEntry struct {
+// CacheEntry is one value for the 30-minute result cache. It is an alias of
+// an unnamed struct type, so a store that declares the same struct
+// (cachestore.CacheEntry) satisfies the small interfaces that mention it
+// (web.CacheStore) without toolkit importing the store.
+type CacheEntry = struct {
 	Key     string
 	Value   []byte
 	Expires time.Time

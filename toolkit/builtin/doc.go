@@ -8,6 +8,7 @@
 // that no path, symlink or symlink swap leads out of it.
 //
 // The package knows nothing of actors or of how results and file versions
-// are stored: versions go through the small Versions interface, which the
-// embedding program adapts to its store.
+// are stored (it must not import cachestore): versions go through the small
+// Versions interface; StoreVersions adapts the three-method VersionStore,
+// which the embedding program's store satisfies.
 package builtin

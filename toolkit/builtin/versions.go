@@ -24,13 +24,17 @@ type Versions interface {
 	FileVersionBytes(ctx context.Context, workspace, path string, version int64) ([]byte, error)
 }
 
-// VersionInfo describes one kept version of a file.
-type VersionInfo struct {
+// VersionInfo describes one kept version of a file: Deleted records that
+// the file did not exist, Note names the tool that kept it ("edit_file").
+// It is an alias of an unnamed struct type, so a store declaring the same
+// struct (cachestore.FileVersion) satisfies VersionStore without builtin
+// importing it.
+type VersionInfo = struct {
 	Version int64
 	Time    time.Time
 	Size    int64
-	Deleted bool   // the version records that the file did not exist
-	Note    string // the tool that kept it, e.g. "edit_file"
+	Deleted bool
+	Note    string
 }
 
 // MemoryVersions is a Versions kept in memory, for tests and for programs

@@ -3,11 +3,13 @@
 // for every failed call) and chat_history, a keyword search over the
 // session's committed turns.
 //
-// Error records are kept per workspace, in the cachestore KV namespace
+// Error records are kept per workspace, in the KV namespace
 // "errors/<hash of the workspace directory>", so two projects never see each
 // other's fixes. chat_history reads the session's turns through
-// cachestore.Store.Turns and writes nothing.
+// Store.Turns and writes nothing.
 //
-// The package knows nothing of actors: it sees the store through the
-// cachestore.Store interface and the calls through toolkit.Call.
+// The package knows nothing of actors or of how the store keeps its data:
+// it sees the store through its own four-method Store interface (which
+// cachestore's stores satisfy; the embedding program wires one in) and the
+// calls through toolkit.Call. It must not import cachestore.
 package memory

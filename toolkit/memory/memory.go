@@ -7,13 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
@@ -36,6 +37,24 @@ const (
 	OutcomeAbandoned = "abandoned"
 )
 
+// Store is what Memory keeps its records in and reads the session's turns
+// from: four methods of the embedding program's store (cachestore's Badger,
+// Memory and PostgreSQL stores satisfy it). Implementations are safe for
+// concurrent use, and a write is durable when it returns.
+type Store interface {
+	// KVGet returns the value of key in namespace ns, or an error matching
+	// fs.ErrNotExist when there is none.
+	KVGet(ctx context.Context, ns, key string) ([]byte, error)
+	// KVPut stores value under key, replacing any earlier value.
+	KVPut(ctx context.Context, ns, key string, value []byte) error
+	// KVList returns the records of ns whose keys start with keyPrefix, in
+	// key order.
+	KVList(ctx context.Context, ns, keyPrefix string) ([]toolkit.KVRecord, error)
+	// Turns returns the committed turns of a session in turn order; none
+	// (and no error) for an unknown session.
+	Turns(ctx context.Context, session string) ([]*messages.TurnRecord, error)
+}
+
 // Memory is the error memory of one workspace, plus chat_history. Records
 // are cached in memory after the first use and the cache is updated on every
 // write, so PastFixes costs no store access in the common case.
@@ -45,7 +64,7 @@ const (
 // workspace notices the other's writes when it writes itself.
 type Memory struct {
 	// immutable after New
-	store cachestore.Store
+	store Store
 	dir   string // absolute workspace directory
 	ns    string // KV namespace of the workspace's records
 	now   func() time.Time
@@ -61,7 +80,7 @@ type Memory struct {
 // store. workspaceDir is made absolute and its symlinks resolved (when it
 // exists), so different spellings of one directory share one memory. New
 // reads nothing yet: records load on first use.
-func New(store cachestore.Store, workspaceDir string) *Memory {
+func New(store Store, workspaceDir string) *Memory {
 	if store == nil {
 		panic("memory: New needs a store")
 	}
@@ -69,7 +88,7 @@ func New(store cachestore.Store, workspaceDir string) *Memory {
 	return &Memory{store: store, dir: dir, ns: Namespace(dir), now: time.Now}
 }
 
-// Namespace returns the cachestore KV namespace that holds the error records
+// Namespace returns the KV namespace that holds the error records
 // of the workspace in dir (as given; New canonicalises it first).
 func Namespace(dir string) string {
 	sum := sha256.Sum256([]byte(dir))
@@ -186,7 +205,7 @@ func (m *Memory) loadLocked(ctx context.Context) error {
 // storedSeq reads the highest sequence number handed out (0 when none).
 func (m *Memory) storedSeq(ctx context.Context) (int64, error) {
 	v, err := m.store.KVGet(ctx, m.ns, seqKey)
-	if errors.Is(err, cachestore.ErrNotFound) {
+	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {

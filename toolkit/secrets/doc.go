@@ -4,7 +4,8 @@
 // Values are encrypted at rest with AES-256-GCM under a key taken from the
 // TOOLDISPATCH_SECRET_KEY environment variable (base64 of 32 bytes) or from a
 // key file in the data directory, created with mode 0600 on first use, and
-// are stored in the "secrets" namespace of a cachestore.Store. The model
+// are stored in the "secrets" namespace of a KV (four methods of the
+// embedding program's store; the package must not import cachestore). The model
 // never sees a value: it refers to one by name as ${secret:NAME}, which
 // http_request resolves at call time (Store.Resolve) for one origin. Each
 // secret is bound to origins (scheme://host:port): those the human

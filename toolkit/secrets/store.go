@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,10 +18,10 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
-// Namespace is the cachestore KV namespace that holds the encrypted secrets.
+// Namespace is the KV namespace that holds the encrypted secrets.
 const Namespace = "secrets"
 
 // Limits on names and values.
@@ -91,11 +92,28 @@ type record struct {
 	Origins []string `json:"o,omitempty"`
 }
 
-// Store keeps secrets encrypted in a cachestore.Store. All methods are safe
-// for concurrent use.
+// KV is where Store keeps its sealed records: one namespace (Namespace) of
+// the embedding program's key-value store (cachestore's Badger, Memory and
+// PostgreSQL stores satisfy it). Implementations are safe for concurrent
+// use, and a write is durable when it returns.
+type KV interface {
+	// KVGet returns the value of key in namespace ns, or an error matching
+	// fs.ErrNotExist when there is none.
+	KVGet(ctx context.Context, ns, key string) ([]byte, error)
+	// KVPut stores value under key, replacing any earlier value.
+	KVPut(ctx context.Context, ns, key string, value []byte) error
+	// KVDelete removes key; removing a missing key is not an error.
+	KVDelete(ctx context.Context, ns, key string) error
+	// KVList returns the records of ns whose keys start with keyPrefix, in
+	// key order.
+	KVList(ctx context.Context, ns, keyPrefix string) ([]toolkit.KVRecord, error)
+}
+
+// Store keeps secrets encrypted in a KV. All methods are safe for
+// concurrent use.
 type Store struct {
 	// immutable after Open
-	kv       cachestore.Store
+	kv       KV
 	aead     cipher.AEAD
 	log      zerolog.Logger
 	now      func() time.Time
@@ -122,7 +140,7 @@ type Store struct {
 // it does not exist (its directory with mode 0700). Open fails with
 // ErrWrongKey when the store holds secrets written under another key, and
 // loads every stored value so that the Redactor knows them.
-func Open(store cachestore.Store, keyFile string, logger zerolog.Logger) (*Store, error) {
+func Open(store KV, keyFile string, logger zerolog.Logger) (*Store, error) {
 	if store == nil {
 		return nil, errors.New("secrets: Open needs a store")
 	}
@@ -164,7 +182,7 @@ func Open(store cachestore.Store, keyFile string, logger zerolog.Logger) (*Store
 // when the store has none yet.
 func (s *Store) checkKey(ctx context.Context) error {
 	raw, err := s.kv.KVGet(ctx, Namespace, checkKey)
-	if errors.Is(err, cachestore.ErrNotFound) {
+	if errors.Is(err, fs.ErrNotExist) {
 		sealed, err := s.seal(checkKey, []byte(checkPlain))
 		if err != nil {
 			return err
@@ -279,7 +297,7 @@ func (s *Store) Get(ctx context.Context, name string) (string, error) {
 	}
 	// Another process sharing the store may have written it since Open.
 	raw, err := s.kv.KVGet(ctx, Namespace, name)
-	if errors.Is(err, cachestore.ErrNotFound) {
+	if errors.Is(err, fs.ErrNotExist) {
 		return "", notFound(name)
 	}
 	if err != nil {

@@ -29,6 +29,7 @@
 // results and errors. The APIs of the configuration bind their secrets to
 // their origins.
 //
-// The package knows nothing of actors or of how the cache is stored; the
-// embedding program wires a cachestore.Store in with CacheFromStore.
+// The package knows nothing of actors or of how the cache is stored (it must
+// not import cachestore); the embedding program wires its store in through
+// the two-method CacheStore with CacheFromStore.
 package web
