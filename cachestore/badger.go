@@ -353,7 +353,7 @@ func (b *Badger) LoadRun(ctx context.Context, session, run string) (*RunState, e
 				var e *DedupEntry
 				if err := item.Value(func(v []byte) error {
 					var err error
-					e, err = decodeDedup(v)
+					e, err = DecodeDedup(v)
 					return err
 				}); err != nil {
 					return fmt.Errorf("key %q: %w", item.Key(), err)

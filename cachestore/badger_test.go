@@ -309,28 +309,6 @@ func TestBadgerTxnTooBigSplitsCacheOnly(t *testing.T) {
 	commit(t, b, "s", record(3, "r", "", 1))
 }
 
-func TestInvalidUTF8(t *testing.T) {
-	for _, impl := range storeImpls {
-		t.Run(impl.name, func(t *testing.T) {
-			s, restart := impl.open(t)
-			rec := record(1, "r", "id\xff", 1)
-			rec.ToolMessages[0].Content = "bin\xff\xfeary"
-			commit(t, s, "s", rec)
-			s = restart()
-			got := turns(t, s, "s")
-			if len(got) != 1 || got[0].ToolMessages[0].Content != "bin\uFFFDary" {
-				t.Fatalf("stored content = %q, want invalid bytes replaced", got[0].GetToolMessages()[0].GetContent())
-			}
-			if _, err := s.TurnByID(context.Background(), "s", "id\xff"); err != nil {
-				t.Errorf("TurnByID by the id as given: %v", err)
-			}
-			if rec.ToolMessages[0].Content != "bin\xff\xfeary" {
-				t.Errorf("the caller's record was modified")
-			}
-		})
-	}
-}
-
 func TestBadgerCorruptRecord(t *testing.T) {
 	dir := t.TempDir()
 	b := mustOpenBadger(t, TestOptions(dir))
@@ -384,24 +362,13 @@ func TestBadgerGCLoopStopsOnClose(t *testing.T) {
 	// goleak (TestMain) checks that the GC and committer goroutines ended.
 }
 
-func TestBadgerGroupCommitMergesSessions(t *testing.T) {
-	opts := TestOptions(t.TempDir())
-	opts.SyncWrites = true
-	b := mustOpenBadger(t, opts)
-	testConcurrentSessions(t, func(t *testing.T) (Store, func() Store) {
-		return b, func() Store { return b }
-	})
-	batches, ops := b.stats.batches.Load(), b.stats.ops.Load()
-	t.Logf("%d writes in %d batches (%.1f per batch)", ops, batches, float64(ops)/float64(max(batches, 1)))
-}
-
 func TestCodecRoundTrip(t *testing.T) {
 	in := crashIntent("s/1", 7)
-	raw, err := encodeIntent(in)
+	raw, err := EncodeIntent(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeIntent(raw)
+	got, err := DecodeIntent(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,11 +376,11 @@ func TestCodecRoundTrip(t *testing.T) {
 		t.Errorf("intent round trip (-want +got):\n%s", diff)
 	}
 	empty := &Intent{Session: "s", Turn: 1, Names: []string{"", "a"}, IDs: []string{"", ""}, Started: []int{0}}
-	raw, err = encodeIntent(empty)
+	raw, err = EncodeIntent(empty)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err = decodeIntent(raw); err != nil {
+	if got, err = DecodeIntent(raw); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(empty, got, protocmp.Transform()); diff != "" {
@@ -421,7 +388,7 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 
 	e := &DedupEntry{Key: "k", Tool: "read_files", Content: "c", Paths: []string{"a", ""}, StaleOnMutation: true}
-	gotE, err := decodeDedup(encodeDedup(e))
+	gotE, err := DecodeDedup(EncodeDedup(e))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,14 +417,14 @@ func TestCodecRoundTrip(t *testing.T) {
 
 // FuzzDecode checks that no stored bytes make a decoder panic.
 func FuzzDecode(f *testing.F) {
-	raw, _ := encodeIntent(crashIntent("s", 1))
+	raw, _ := EncodeIntent(crashIntent("s", 1))
 	f.Add(raw)
-	f.Add(encodeDedup(&DedupEntry{Key: "k", Paths: []string{"a"}}))
+	f.Add(EncodeDedup(&DedupEntry{Key: "k", Paths: []string{"a"}}))
 	f.Add(encodeNumber(42))
 	f.Add([]byte{0x0a, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = decodeIntent(b)
-		_, _ = decodeDedup(b)
+		_, _ = DecodeIntent(b)
+		_, _ = DecodeDedup(b)
 		_, _ = decodeNumber(b)
 		_, _, _, _ = decodeCache(b)
 		_, _ = decodeFileVersion(b)

@@ -9,9 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"strings"
 	"testing"
-	"time"
-
-	"google.golang.org/protobuf/proto"
 
 	"github.com/tooldispatch/tooldispatch/messages"
 )
@@ -78,101 +75,6 @@ func bigCommit(sh bigShape, turn int64) *TurnCommit {
 	return c
 }
 
-// bigImpls are the stores that must take big turns: Badger on disk,
-// PostgreSQL and Memory. Badger in memory cannot (a transaction of it is
-// limited to 15 % of its memtable); TestBadgerTooBigErrorCarriesNoBytes
-// checks how it refuses.
-func bigImpls(t *testing.T) []struct {
-	name string
-	open opener
-} {
-	var out []struct {
-		name string
-		open opener
-	}
-	for _, impl := range storeImpls {
-		if impl.name != "badger_in_memory" {
-			out = append(out, impl)
-		}
-	}
-	return out
-}
-
-func TestBigTurnsCommit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("big turns write ~100 MB")
-	}
-	for _, impl := range bigImpls(t) {
-		t.Run(impl.name, func(t *testing.T) {
-			for _, sh := range bigShapes {
-				t.Run(sh.name, func(t *testing.T) { testBigTurnCommits(t, impl.open, sh) })
-			}
-		})
-	}
-}
-
-func testBigTurnCommits(t *testing.T, open opener, sh bigShape) {
-	s, restart := open(t)
-	ctx := context.Background()
-	loadSession(t, s, bigSession)
-	// The intent is rewritten before each segment of the turn.
-	if err := s.WriteIntent(ctx, bigIntent(sh, 1, nil)); err != nil {
-		t.Fatalf("WriteIntent: %v", err)
-	}
-	all := make([]int, sh.calls)
-	for i := range all {
-		all[i] = i
-	}
-	if err := s.WriteIntent(ctx, bigIntent(sh, 1, all)); err != nil {
-		t.Fatalf("WriteIntent (rewrite): %v", err)
-	}
-	if err := s.CommitTurn(ctx, bigCommit(sh, 1)); err != nil {
-		t.Fatalf("CommitTurn: %v", err)
-	}
-	s = restart()
-	if st := loadSession(t, s, bigSession); st.NextTurn != 2 {
-		t.Errorf("NextTurn after restart = %d, want 2", st.NextTurn)
-	}
-	want := bigCommit(sh, 1)
-	if got := turns(t, s, bigSession); len(got) != 1 || !proto.Equal(want.Record, got[0]) {
-		t.Errorf("Turns after restart: %d turns, or the turn differs from the one committed", len(got))
-	}
-	rec, err := s.TurnByID(ctx, bigSession, "tid-"+sh.name)
-	if err != nil {
-		t.Fatalf("TurnByID: %v", err)
-	}
-	if len(rec.GetToolMessages()) != sh.calls {
-		t.Errorf("TurnByID: %d tool messages, want %d", len(rec.GetToolMessages()), sh.calls)
-	}
-	rs := loadRun(t, s, bigSession, bigRun)
-	if len(rs.Dedup) != sh.calls || !rs.Fetched["calculate"] {
-		t.Errorf("run state after restart: %d dedup entries (want %d), fetched %v", len(rs.Dedup), sh.calls, rs.Fetched)
-	}
-	if n, err := s.RecoverAll(ctx); err != nil || n != 0 {
-		t.Errorf("RecoverAll after the commit = %d, %v; want 0, nil (the intent is gone)", n, err)
-	}
-
-	// A big turn interrupted after its intent: the next load resolves it
-	// into a whole turn, every call outcome_unknown.
-	if err := s.WriteIntent(ctx, bigIntent(sh, 2, all)); err != nil {
-		t.Fatalf("WriteIntent of turn 2: %v", err)
-	}
-	s = restart()
-	if st := loadSession(t, s, bigSession); st.NextTurn != 3 {
-		t.Fatalf("NextTurn after resolving turn 2 = %d, want 3", st.NextTurn)
-	}
-	got := turns(t, s, bigSession)
-	if len(got) != 2 {
-		t.Fatalf("%d turns, want 2", len(got))
-	}
-	want2 := ResolveIntent(bigIntent(sh, 2, all), time.Unix(0, got[1].GetTimeUnixNano()))
-	if !proto.Equal(want2, got[1]) {
-		t.Errorf("resolved turn 2 differs from ResolveIntent of its intent")
-	}
-	// The session goes on.
-	commit(t, s, bigSession, record(3, bigRun, "", 1))
-}
-
 // TestBadgerTooBigErrorCarriesNoBytes: a value Badger cannot take (here in
 // memory, where a transaction is limited to 15 % of the memtable) fails
 // with ErrTooLarge and a message without the value's bytes.
@@ -227,7 +129,7 @@ func TestChunkedValueRoundTrip(t *testing.T) {
 }
 
 func protoSize(rec *messages.TurnRecord) int {
-	raw, _, err := marshalValid(rec)
+	raw, _, err := MarshalValid(rec)
 	if err != nil {
 		panic(err)
 	}

@@ -99,7 +99,11 @@ func decodeNumber(b []byte) (int64, error) {
 //	7 decided (repeated {1 index, 2 messages.ToolMessage}),
 //	8 started (repeated index), 9 names (repeated), 10 ids (repeated),
 //	11 calls_hash.
-func encodeIntent(in *Intent) ([]byte, error) {
+//
+// EncodeIntent and DecodeIntent, like EncodeDedup and DecodeDedup, are the
+// record formats every store of this module writes (Badger keys, PostgreSQL
+// columns); a Store implemented elsewhere may use them too.
+func EncodeIntent(in *Intent) ([]byte, error) {
 	var b []byte
 	b = appendStringField(b, 1, in.Session)
 	b = appendVarintField(b, 2, uint64(in.Turn))
@@ -107,7 +111,7 @@ func encodeIntent(in *Intent) ([]byte, error) {
 	b = appendStringField(b, 4, in.TurnID)
 	b = appendStringField(b, 5, in.Provider)
 	if in.Assistant != nil {
-		ab, _, err := marshalValid(in.Assistant)
+		ab, _, err := MarshalValid(in.Assistant)
 		if err != nil {
 			return nil, fmt.Errorf("encoding assistant message: %w", err)
 		}
@@ -115,7 +119,7 @@ func encodeIntent(in *Intent) ([]byte, error) {
 	}
 	for _, i := range sortedIndexes(in.Decided) {
 		m := in.Decided[i]
-		mb, _, err := marshalValid(m)
+		mb, _, err := MarshalValid(m)
 		if err != nil {
 			return nil, fmt.Errorf("encoding decided message %d: %w", i, err)
 		}
@@ -139,7 +143,9 @@ func encodeIntent(in *Intent) ([]byte, error) {
 	return b, nil
 }
 
-func decodeIntent(b []byte) (*Intent, error) {
+// DecodeIntent reads a record written by EncodeIntent; unknown fields are
+// skipped.
+func DecodeIntent(b []byte) (*Intent, error) {
 	in := &Intent{}
 	err := decodeFields(b, func(f field) error {
 		switch f.num {
@@ -210,8 +216,8 @@ func clampIndex(x uint64) int {
 
 // Dedup record: 1 key, 2 tool, 3 content, 4 paths (repeated), 5 stale_on_mutation,
 // 6 stamp (absent in entries written before stamps: those match only a tool
-// without a Stamp, so a stamped tool runs again once).
-func encodeDedup(e *DedupEntry) []byte {
+// without a Stamp, so a stamped tool runs again once). EncodeDedup writes it.
+func EncodeDedup(e *DedupEntry) []byte {
 	var b []byte
 	b = appendStringField(b, 1, e.Key)
 	b = appendStringField(b, 2, e.Tool)
@@ -228,7 +234,8 @@ func encodeDedup(e *DedupEntry) []byte {
 	return b
 }
 
-func decodeDedup(b []byte) (*DedupEntry, error) {
+// DecodeDedup reads a record written by EncodeDedup.
+func DecodeDedup(b []byte) (*DedupEntry, error) {
 	e := &DedupEntry{}
 	err := decodeFields(b, func(f field) error {
 		switch f.num {

@@ -443,7 +443,7 @@ func readNextTurn(txn *badger.Txn, session string) (int64, error) {
 // the record, its turn-id index, the meta bump and the deletion of the
 // turn's intent record.
 func (b *Badger) turnOp(session string, rec *messages.TurnRecord) (*writeOp, error) {
-	raw, replaced, err := marshalValid(rec)
+	raw, replaced, err := MarshalValid(rec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding turn record: %w", err)
 	}
@@ -497,7 +497,7 @@ func (b *Badger) commitTurn(ctx context.Context, c *TurnCommit) error {
 		if e == nil {
 			continue
 		}
-		op.main = append(op.main, kv{key: dedupKey(c.Session, run, e.Key), value: encodeDedup(e), class: classAfter})
+		op.main = append(op.main, kv{key: dedupKey(c.Session, run, e.Key), value: EncodeDedup(e), class: classAfter})
 	}
 	for _, k := range c.DedupDel {
 		op.main = append(op.main, kv{key: dedupKey(c.Session, run, k), del: true, class: classBefore})
@@ -519,7 +519,7 @@ func (b *Badger) WriteIntent(ctx context.Context, in *Intent) error {
 		return fmt.Errorf("writing intent of turn %d of session %q: %w", in.Turn, in.Session, err)
 	}
 	defer b.leave()
-	raw, err := encodeIntent(in)
+	raw, err := EncodeIntent(in)
 	if err != nil {
 		return fmt.Errorf("writing intent of turn %d of session %q: %w", in.Turn, in.Session, err)
 	}

@@ -5,8 +5,12 @@
 // the error memory.
 //
 // Store is the interface the actors use; Badger (the embedded default) and
-// Memory (in memory, same semantics) implement it. It knows nothing of actors
-// or tools.
+// Memory (in memory, same semantics) implement it here, PostgreSQL (shared by
+// a cluster) in cachestore/postgres, and cachestore/storetest is the contract
+// any implementation runs in its tests. Split keeps a member's cache local.
+// The package knows nothing of actors or tools and must not import them, nor
+// pgx or any cluster transport: tools see a store only through small
+// interfaces of their own, which Store's methods satisfy.
 //
 // # Badger key layout
 //

@@ -121,13 +121,14 @@ func cacheKey(key string) []byte {
 // workspaceID names a workspace in keys: the first 16 bytes of the SHA-256
 // of its cleaned absolute path, in hex.
 func workspaceID(workspace string) string {
-	sum := sha256.Sum256([]byte(normalizeWorkspace(workspace)))
+	sum := sha256.Sum256([]byte(NormalizeWorkspace(workspace)))
 	return hex.EncodeToString(sum[:16])
 }
 
-// normalizeWorkspace cleans a workspace path and makes it absolute (relative
-// to the current directory when it is not already).
-func normalizeWorkspace(workspace string) string {
+// NormalizeWorkspace cleans a workspace path and makes it absolute (relative
+// to the current directory when it is not already): the form every store
+// keys file versions by, so two spellings of one directory share them.
+func NormalizeWorkspace(workspace string) string {
 	if abs, err := filepath.Abs(workspace); err == nil {
 		return abs
 	}

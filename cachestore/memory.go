@@ -357,7 +357,7 @@ func (m *Memory) SaveFileVersion(ctx context.Context, workspace, path string, co
 		return 0, fmt.Errorf("saving a version of %q: %w", path, err)
 	}
 	defer m.mu.Unlock()
-	key := memFileKey{normalizeWorkspace(workspace), path}
+	key := memFileKey{NormalizeWorkspace(workspace), path}
 	vs := m.files[key]
 	v := FileVersion{
 		Version: int64(len(vs)) + 1,
@@ -376,7 +376,7 @@ func (m *Memory) FileVersions(ctx context.Context, workspace, path string) ([]Fi
 		return nil, fmt.Errorf("listing versions of %q: %w", path, err)
 	}
 	defer m.mu.Unlock()
-	vs := m.files[memFileKey{normalizeWorkspace(workspace), path}]
+	vs := m.files[memFileKey{NormalizeWorkspace(workspace), path}]
 	out := make([]FileVersion, 0, len(vs))
 	for _, fv := range vs {
 		out = append(out, fv.v)
@@ -391,7 +391,7 @@ func (m *Memory) FileVersionContent(ctx context.Context, workspace, path string,
 		return nil, FileVersion{}, fmt.Errorf("reading version %d of %q: %w", version, path, err)
 	}
 	defer m.mu.Unlock()
-	vs := m.files[memFileKey{normalizeWorkspace(workspace), path}]
+	vs := m.files[memFileKey{NormalizeWorkspace(workspace), path}]
 	if version < 1 || version > int64(len(vs)) {
 		return nil, FileVersion{}, fmt.Errorf("reading version %d of %q: %w", version, path, ErrNotFound)
 	}

@@ -108,7 +108,7 @@ func (b *Badger) resolveSession(ctx context.Context, session string) (next int64
 			if err != nil {
 				return fmt.Errorf("reading intent %q: %w", item.Key(), err)
 			}
-			in, err := decodeIntent(raw)
+			in, err := DecodeIntent(raw)
 			if err != nil {
 				return fmt.Errorf("intent %q: %w", item.Key(), err)
 			}

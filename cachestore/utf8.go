@@ -15,9 +15,10 @@ import (
 // fail the commit of a whole turn, both stores replace each invalid byte
 // sequence with U+FFFD.
 
-// marshalValid marshals m; when m holds invalid UTF-8 it marshals a copy
-// with the invalid sequences replaced, and reports that it did.
-func marshalValid(m proto.Message) (raw []byte, replaced bool, err error) {
+// MarshalValid marshals m; when m holds invalid UTF-8 it marshals a copy
+// with the invalid sequences replaced, and reports that it did. Every store
+// of this module marshals turn records through it.
+func MarshalValid(m proto.Message) (raw []byte, replaced bool, err error) {
 	raw, err = proto.Marshal(m)
 	if err == nil {
 		return raw, false, nil

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/actors"
-	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/postgres"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
@@ -45,7 +45,7 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	store, err := cachestore.OpenPostgres(ctx, cachestore.PostgresOptions{URL: url})
+	store, err := postgres.Open(ctx, postgres.Options{URL: url})
 	if err != nil {
 		t.Fatal(err)
 	}

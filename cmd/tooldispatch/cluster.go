@@ -16,6 +16,7 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/postgres"
 )
 
 const (
@@ -37,7 +38,7 @@ func clusterStore(o *options, local cachestore.Store, log zerolog.Logger) (cache
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), postgresOpenTimeout)
 	defer cancel()
-	pg, err := cachestore.OpenPostgres(ctx, cachestore.PostgresOptions{URL: url, Logger: log})
+	pg, err := postgres.Open(ctx, postgres.Options{URL: url, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package cachestore
+package postgres
 
 import (
 	"context"
@@ -64,7 +64,7 @@ func pgMigrations() ([]pgMigration, error) {
 func migrate(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger) error {
 	ms, err := pgMigrations()
 	if err != nil {
-		return fmt.Errorf("cachestore: reading migrations: %w", err)
+		return fmt.Errorf("postgres: reading migrations: %w", err)
 	}
 	for _, m := range ms {
 		applied := false
@@ -96,7 +96,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger) error 
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("cachestore: applying migration %s: %w", m.name, unavailable(err))
+			return fmt.Errorf("postgres: applying migration %s: %w", m.name, unavailable(err))
 		}
 		if applied {
 			log.Info().Str("migration", m.name).Msg("applied a schema migration")

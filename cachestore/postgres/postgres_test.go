@@ -1,4 +1,4 @@
-package cachestore
+package postgres
 
 import (
 	"context"
@@ -19,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rs/zerolog"
 
+	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/storetest"
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
@@ -31,12 +33,11 @@ import (
 const pgSkipMessage = "PostgreSQL not installed: .ci/run installs the postgresql package " +
 	"(or set TOOLDISPATCH_PG_URL)"
 
-func init() {
-	storeImpls = append(storeImpls, struct {
-		name string
-		open opener
-	}{"postgres", openPostgresForTest})
-}
+// TestContract runs the cachestore.Store contract against PostgreSQL.
+func TestContract(t *testing.T) { storetest.Run(t, openPostgresForTest) }
+
+// TestBigTurnsCommit: PostgreSQL takes turns at the dispatcher's limits.
+func TestBigTurnsCommit(t *testing.T) { storetest.RunBig(t, openPostgresForTest) }
 
 var pgServer struct {
 	once sync.Once
@@ -46,7 +47,7 @@ var pgServer struct {
 
 // pgScript is the path of scripts/pg-test-server.sh.
 func pgScript() string {
-	p, _ := filepath.Abs(filepath.Join("..", "scripts", "pg-test-server.sh"))
+	p, _ := filepath.Abs(filepath.Join("..", "..", "scripts", "pg-test-server.sh"))
 	return p
 }
 
@@ -144,13 +145,13 @@ func pgSchema(t testing.TB, base string) string {
 	return withSearchPath(base, name)
 }
 
-func mustOpenPostgres(t testing.TB, url string) *Postgres {
+func mustOpenPostgres(t testing.TB, url string) *Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := OpenPostgres(ctx, PostgresOptions{URL: url, Logger: zerolog.Nop(), MaxConns: 8})
+	p, err := Open(ctx, Options{URL: url, Logger: zerolog.Nop(), MaxConns: 8})
 	if err != nil {
-		t.Fatalf("OpenPostgres: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	return p
@@ -159,10 +160,10 @@ func mustOpenPostgres(t testing.TB, url string) *Postgres {
 // openPostgresForTest opens a store in a fresh schema; its restart closes
 // it and opens another Postgres value on the same schema (a new process)
 // which runs RecoverAll, as the other stores' restarts recover.
-func openPostgresForTest(t *testing.T) (Store, func() Store) {
+func openPostgresForTest(t *testing.T) (cachestore.Store, func() cachestore.Store) {
 	url := pgSchema(t, pgURL(t))
 	p := mustOpenPostgres(t, url)
-	return p, func() Store {
+	return p, func() cachestore.Store {
 		t.Helper()
 		if err := p.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
@@ -198,15 +199,15 @@ func TestPostgresFencing(t *testing.T) {
 	a, b := mustOpenPostgres(t, url), mustOpenPostgres(t, url)
 	ctx := context.Background()
 
-	if st := loadSession(t, a, "s"); st.NextTurn != 1 {
+	if st := storetest.LoadSession(t, a, "s"); st.NextTurn != 1 {
 		t.Fatalf("A: NextTurn = %d, want 1", st.NextTurn)
 	}
-	pending := record(1, "r", "tid-1", 1)
+	pending := storetest.Record(1, "r", "tid-1", 1)
 	pending.ToolMessages[0].Status = "client_pending"
-	commit(t, a, "s", pending)
+	storetest.Commit(t, a, "s", pending)
 
 	// B takes the session over (A was partitioned away, say).
-	if st := loadSession(t, b, "s"); st.NextTurn != 2 {
+	if st := storetest.LoadSession(t, b, "s"); st.NextTurn != 2 {
 		t.Fatalf("B: NextTurn = %d, want 2", st.NextTurn)
 	}
 	ea, _ := a.Epoch("s")
@@ -215,17 +216,17 @@ func TestPostgresFencing(t *testing.T) {
 		t.Fatalf("B's epoch %d is not newer than A's %d", eb, ea)
 	}
 
-	err := a.CommitTurn(ctx, &TurnCommit{Session: "s", Record: record(2, "r", "tid-a", 1),
-		FetchedAdd: []string{"t"}, CachePut: []CacheEntry{{Key: "from-a", Value: []byte("x")}}})
-	if !errors.Is(err, ErrFenced) {
-		t.Fatalf("A's CommitTurn after B's LoadSession = %v, want ErrFenced", err)
+	err := a.CommitTurn(ctx, &cachestore.TurnCommit{Session: "s", Record: storetest.Record(2, "r", "tid-a", 1),
+		FetchedAdd: []string{"t"}, CachePut: []cachestore.CacheEntry{{Key: "from-a", Value: []byte("x")}}})
+	if !errors.Is(err, cachestore.ErrFenced) {
+		t.Fatalf("A's CommitTurn after B's LoadSession = %v, want cachestore.ErrFenced", err)
 	}
-	if err := a.WriteIntent(ctx, crashIntent("s", 2)); !errors.Is(err, ErrFenced) {
-		t.Errorf("A's WriteIntent = %v, want ErrFenced", err)
+	if err := a.WriteIntent(ctx, storetest.CrashIntent("s", 2)); !errors.Is(err, cachestore.ErrFenced) {
+		t.Errorf("A's WriteIntent = %v, want cachestore.ErrFenced", err)
 	}
 	_, err = a.AmendToolMessage(ctx, "s", "call_1_0", []string{"client_pending"}, &messages.ToolMessage{ToolCallId: "call_1_0", Status: "ok"})
-	if !errors.Is(err, ErrFenced) {
-		t.Errorf("A's AmendToolMessage = %v, want ErrFenced", err)
+	if !errors.Is(err, cachestore.ErrFenced) {
+		t.Errorf("A's AmendToolMessage = %v, want cachestore.ErrFenced", err)
 	}
 	// Nothing of A's refused writes is there.
 	if n := countRows(t, url, "turns", "s"); n != 1 {
@@ -234,36 +235,36 @@ func TestPostgresFencing(t *testing.T) {
 	if n := countRows(t, url, "intents", "s"); n != 0 {
 		t.Errorf("%d intent rows after A's fenced WriteIntent, want 0", n)
 	}
-	if _, ok := cacheGet(t, b, "from-a", time.Now()); ok {
+	if _, ok := storetest.CacheGet(t, b, "from-a", time.Now()); ok {
 		t.Errorf("A's fenced commit wrote its cache entry")
 	}
-	if rs := loadRun(t, b, "s", "r"); len(rs.Fetched) != 0 {
+	if rs := storetest.LoadRun(t, b, "s", "r"); len(rs.Fetched) != 0 {
 		t.Errorf("A's fenced commit wrote run state: %+v", rs)
 	}
-	if got := turns(t, b, "s"); got[0].ToolMessages[0].Status != "client_pending" {
+	if got := storetest.Turns(t, b, "s"); got[0].ToolMessages[0].Status != "client_pending" {
 		t.Errorf("A's fenced amend changed the turn: %v", got[0].ToolMessages[0])
 	}
 
 	// B writes.
-	commit(t, b, "s", record(2, "r", "tid-b", 1))
+	storetest.Commit(t, b, "s", storetest.Record(2, "r", "tid-b", 1))
 	if _, err := b.AmendToolMessage(ctx, "s", "call_1_0", []string{"client_pending"},
 		&messages.ToolMessage{Role: "tool", ToolCallId: "call_1_0", Status: "ok", Content: "done"}); err != nil {
 		t.Fatalf("B's AmendToolMessage: %v", err)
 	}
 
 	// A loading again takes the session back and fences B in turn.
-	if st := loadSession(t, a, "s"); st.NextTurn != 3 {
+	if st := storetest.LoadSession(t, a, "s"); st.NextTurn != 3 {
 		t.Fatalf("A reloaded: NextTurn = %d, want 3", st.NextTurn)
 	}
-	if err := b.CommitTurn(ctx, &TurnCommit{Session: "s", Record: record(3, "r", "", 1)}); !errors.Is(err, ErrFenced) {
-		t.Errorf("B's CommitTurn after A took over again = %v, want ErrFenced", err)
+	if err := b.CommitTurn(ctx, &cachestore.TurnCommit{Session: "s", Record: storetest.Record(3, "r", "", 1)}); !errors.Is(err, cachestore.ErrFenced) {
+		t.Errorf("B's CommitTurn after A took over again = %v, want cachestore.ErrFenced", err)
 	}
-	commit(t, a, "s", record(3, "r", "", 1))
+	storetest.Commit(t, a, "s", storetest.Record(3, "r", "", 1))
 
 	// A process that never loaded the session cannot write it once loaded.
 	c := mustOpenPostgres(t, url)
-	if err := c.CommitTurn(ctx, &TurnCommit{Session: "s", Record: record(4, "r", "", 1)}); !errors.Is(err, ErrFenced) {
-		t.Errorf("CommitTurn of a member that never loaded the session = %v, want ErrFenced", err)
+	if err := c.CommitTurn(ctx, &cachestore.TurnCommit{Session: "s", Record: storetest.Record(4, "r", "", 1)}); !errors.Is(err, cachestore.ErrFenced) {
+		t.Errorf("CommitTurn of a member that never loaded the session = %v, want cachestore.ErrFenced", err)
 	}
 	if n := countRows(t, url, "turns", "s"); n != 3 {
 		t.Errorf("%d turn rows, want 3", n)
@@ -272,10 +273,10 @@ func TestPostgresFencing(t *testing.T) {
 
 // TestPostgresFencingRace: two members load and commit the same session
 // concurrently; every turn number is committed once, by one of them, and
-// each refused write is ErrFenced or ErrStaleTurn.
+// each refused write is cachestore.ErrFenced or cachestore.ErrStaleTurn.
 func TestPostgresFencingRace(t *testing.T) {
 	url := pgSchema(t, pgURL(t))
-	members := []*Postgres{mustOpenPostgres(t, url), mustOpenPostgres(t, url)}
+	members := []*Store{mustOpenPostgres(t, url), mustOpenPostgres(t, url)}
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	var committed atomic.Int64
@@ -287,11 +288,11 @@ func TestPostgresFencingRace(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				err = m.CommitTurn(ctx, &TurnCommit{Session: "s", Record: record(st.NextTurn, "r", fmt.Sprintf("m%d-%d", i, st.NextTurn), 1)})
+				err = m.CommitTurn(ctx, &cachestore.TurnCommit{Session: "s", Record: storetest.Record(st.NextTurn, "r", fmt.Sprintf("m%d-%d", i, st.NextTurn), 1)})
 				switch {
 				case err == nil:
 					committed.Add(1)
-				case errors.Is(err, ErrFenced), errors.Is(err, ErrStaleTurn):
+				case errors.Is(err, cachestore.ErrFenced), errors.Is(err, cachestore.ErrStaleTurn):
 				default:
 					t.Error(err)
 				}
@@ -299,7 +300,7 @@ func TestPostgresFencingRace(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	got := turns(t, members[0], "s")
+	got := storetest.Turns(t, members[0], "s")
 	if int64(len(got)) != committed.Load() {
 		t.Errorf("%d turns stored, %d commits succeeded", len(got), committed.Load())
 	}
@@ -315,26 +316,26 @@ func TestPostgresTurnIDIdempotent(t *testing.T) {
 	url := pgSchema(t, pgURL(t))
 	p := mustOpenPostgres(t, url)
 	ctx := context.Background()
-	loadSession(t, p, "s")
-	c := &TurnCommit{Session: "s", Record: record(1, "r", "tid", 2)}
+	storetest.LoadSession(t, p, "s")
+	c := &cachestore.TurnCommit{Session: "s", Record: storetest.Record(1, "r", "tid", 2)}
 	if err := p.CommitTurn(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.CommitTurn(ctx, c); !errors.Is(err, ErrStaleTurn) {
-		t.Errorf("retried commit = %v, want ErrStaleTurn", err)
+	if err := p.CommitTurn(ctx, c); !errors.Is(err, cachestore.ErrStaleTurn) {
+		t.Errorf("retried commit = %v, want cachestore.ErrStaleTurn", err)
 	}
 	// The same turn id under the next turn number is refused as well.
-	if err := p.CommitTurn(ctx, &TurnCommit{Session: "s", Record: record(2, "r", "tid", 2)}); !errors.Is(err, ErrStaleTurn) {
-		t.Errorf("commit reusing a turn id = %v, want ErrStaleTurn", err)
+	if err := p.CommitTurn(ctx, &cachestore.TurnCommit{Session: "s", Record: storetest.Record(2, "r", "tid", 2)}); !errors.Is(err, cachestore.ErrStaleTurn) {
+		t.Errorf("commit reusing a turn id = %v, want cachestore.ErrStaleTurn", err)
 	}
 	if n := countRows(t, url, "turns", "s"); n != 1 {
 		t.Errorf("%d turn rows, want 1", n)
 	}
-	if st := loadSession(t, p, "s"); st.NextTurn != 2 {
+	if st := storetest.LoadSession(t, p, "s"); st.NextTurn != 2 {
 		t.Errorf("NextTurn = %d, want 2", st.NextTurn)
 	}
 	// Another session may use the same turn id.
-	commit(t, p, "other", record(1, "r", "tid", 1))
+	storetest.Commit(t, p, "other", storetest.Record(1, "r", "tid", 1))
 }
 
 // TestPostgresMigrationsConcurrent: members opening a new database together
@@ -348,7 +349,7 @@ func TestPostgresMigrationsConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			p, err := OpenPostgres(context.Background(), PostgresOptions{URL: url, MaxConns: 2})
+			p, err := Open(context.Background(), Options{URL: url, MaxConns: 2})
 			if err != nil {
 				t.Error(err)
 				return
@@ -366,7 +367,7 @@ func TestPostgresMigrationsConcurrent(t *testing.T) {
 	if n != int64(len(ms)) || maxVersion != ms[len(ms)-1].version {
 		t.Errorf("schema_migrations has %d rows up to %d, want %d up to %d", n, maxVersion, len(ms), ms[len(ms)-1].version)
 	}
-	commit(t, p, "s", record(1, "r", "", 1))
+	storetest.Commit(t, p, "s", storetest.Record(1, "r", "", 1))
 }
 
 // isConnectionError reports whether err comes from a lost or refused
@@ -395,15 +396,15 @@ func TestPostgresServerRestart(t *testing.T) {
 	url := pgSchema(t, base)
 	p := mustOpenPostgres(t, url)
 	ctx := context.Background()
-	loadSession(t, p, "s")
-	commit(t, p, "s", record(1, "r", "tid-1", 1))
+	storetest.LoadSession(t, p, "s")
+	storetest.Commit(t, p, "s", storetest.Record(1, "r", "tid-1", 1))
 
 	if out, err := exec.Command(pgScript(), "down", dir).CombinedOutput(); err != nil {
 		t.Fatalf("stopping the server: %v: %s", err, out)
 	}
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	c := &TurnCommit{Session: "s", Record: record(2, "r", "tid-2", 1), FetchedAdd: []string{"t"},
-		DedupPut: []*DedupEntry{{Key: "k", Tool: "t"}}, CachePut: []CacheEntry{{Key: "c", Value: []byte("v")}}}
+	c := &cachestore.TurnCommit{Session: "s", Record: storetest.Record(2, "r", "tid-2", 1), FetchedAdd: []string{"t"},
+		DedupPut: []*cachestore.DedupEntry{{Key: "k", Tool: "t"}}, CachePut: []cachestore.CacheEntry{{Key: "c", Value: []byte("v")}}}
 	t0 := time.Now()
 	err = p.CommitTurn(tctx, c)
 	cancel()
@@ -411,7 +412,7 @@ func TestPostgresServerRestart(t *testing.T) {
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		t.Logf("  %T: %v", e, e)
 	}
-	if err == nil || errors.Is(err, ErrStaleTurn) || errors.Is(err, ErrFenced) {
+	if err == nil || errors.Is(err, cachestore.ErrStaleTurn) || errors.Is(err, cachestore.ErrFenced) {
 		t.Fatalf("CommitTurn during the outage = %v, want a connection error", err)
 	}
 	if !errors.Is(err, ErrUnavailable) || !isConnectionError(err) {
@@ -425,19 +426,19 @@ func TestPostgresServerRestart(t *testing.T) {
 	if n := countRows(t, url, "turns", "s"); n != 1 {
 		t.Fatalf("%d turn rows after the failed commit, want 1", n)
 	}
-	if rs := loadRun(t, p, "s", "r"); len(rs.Fetched)+len(rs.Dedup) != 0 {
+	if rs := storetest.LoadRun(t, p, "s", "r"); len(rs.Fetched)+len(rs.Dedup) != 0 {
 		t.Errorf("the failed commit left run state: %+v", rs)
 	}
-	if _, ok := cacheGet(t, p, "c", time.Now()); ok {
+	if _, ok := storetest.CacheGet(t, p, "c", time.Now()); ok {
 		t.Errorf("the failed commit left its cache entry")
 	}
 	if err := p.CommitTurn(ctx, c); err != nil {
 		t.Fatalf("CommitTurn after the server is back: %v", err)
 	}
-	if got := turns(t, p, "s"); len(got) != 2 || got[1].TurnId != "tid-2" {
+	if got := storetest.Turns(t, p, "s"); len(got) != 2 || got[1].TurnId != "tid-2" {
 		t.Errorf("turns after restart = %v, want 2", got)
 	}
-	if st := loadSession(t, p, "s"); st.NextTurn != 3 {
+	if st := storetest.LoadSession(t, p, "s"); st.NextTurn != 3 {
 		t.Errorf("NextTurn = %d, want 3", st.NextTurn)
 	}
 }
@@ -449,27 +450,27 @@ func TestPostgresDeadMemberIntent(t *testing.T) {
 	url := pgSchema(t, pgURL(t))
 	dead, survivor := mustOpenPostgres(t, url), mustOpenPostgres(t, url)
 	ctx := context.Background()
-	loadSession(t, dead, "s")
-	commit(t, dead, "s", record(1, "r1", "", 1))
-	if err := dead.WriteIntent(ctx, crashIntent("s", 2)); err != nil {
+	storetest.LoadSession(t, dead, "s")
+	storetest.Commit(t, dead, "s", storetest.Record(1, "r1", "", 1))
+	if err := dead.WriteIntent(ctx, storetest.CrashIntent("s", 2)); err != nil {
 		t.Fatal(err)
 	}
-	if st := loadSession(t, survivor, "s"); st.NextTurn != 3 {
+	if st := storetest.LoadSession(t, survivor, "s"); st.NextTurn != 3 {
 		t.Fatalf("NextTurn on the survivor = %d, want 3", st.NextTurn)
 	}
-	got := turns(t, survivor, "s")
-	if diff := diffTurns([]*messages.TurnRecord{resolvedCrashIntent(2)}, got[1:], ignoreTime); diff != "" {
+	got := storetest.Turns(t, survivor, "s")
+	if diff := storetest.DiffTurns([]*messages.TurnRecord{storetest.ResolvedCrashIntent(2)}, got[1:], storetest.IgnoreTime); diff != "" {
 		t.Errorf("resolved turn (-want +got):\n%s", diff)
 	}
 	if n := countRows(t, url, "intents", "s"); n != 0 {
 		t.Errorf("%d intents left, want 0", n)
 	}
 	// The "dead" member comes back and tries to commit the turn it was running.
-	err := dead.CommitTurn(ctx, &TurnCommit{Session: "s", Record: record(2, "r1", "tid-crash", 4)})
-	if !errors.Is(err, ErrFenced) {
-		t.Errorf("commit of the returning member = %v, want ErrFenced", err)
+	err := dead.CommitTurn(ctx, &cachestore.TurnCommit{Session: "s", Record: storetest.Record(2, "r1", "tid-crash", 4)})
+	if !errors.Is(err, cachestore.ErrFenced) {
+		t.Errorf("commit of the returning member = %v, want cachestore.ErrFenced", err)
 	}
-	commit(t, survivor, "s", record(3, "r1", "", 1))
+	storetest.Commit(t, survivor, "s", storetest.Record(3, "r1", "", 1))
 }
 
 // TestPostgresKVAndAmend covers the methods the contract suite does not.
@@ -502,32 +503,32 @@ func TestPostgresKVAndAmend(t *testing.T) {
 	if err := p.KVDelete(ctx, "ns", "b"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.KVGet(ctx, "ns", "b"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("KVGet of a deleted key = %v, want ErrNotFound", err)
+	if _, err := p.KVGet(ctx, "ns", "b"); !errors.Is(err, cachestore.ErrNotFound) {
+		t.Errorf("KVGet of a deleted key = %v, want cachestore.ErrNotFound", err)
 	}
 
-	loadSession(t, p, "s")
-	rec := record(1, "r", "", 2)
+	storetest.LoadSession(t, p, "s")
+	rec := storetest.Record(1, "r", "", 2)
 	rec.ToolMessages[1].Status = "client_pending"
-	commit(t, p, "s", rec)
+	storetest.Commit(t, p, "s", rec)
 	m := &messages.ToolMessage{Role: "tool", ToolCallId: "call_1_1", Status: "ok", Content: "client result"}
 	got, err := p.AmendToolMessage(ctx, "s", "call_1_1", []string{"client_pending"}, m)
 	if err != nil || got.ToolMessages[1].Content != "client result" {
 		t.Fatalf("AmendToolMessage = %v, %v", got, err)
 	}
-	if ts := turns(t, p, "s"); ts[0].ToolMessages[1].Content != "client result" {
+	if ts := storetest.Turns(t, p, "s"); ts[0].ToolMessages[1].Content != "client result" {
 		t.Errorf("amended message not stored: %v", ts[0].ToolMessages[1])
 	}
-	if _, err := p.AmendToolMessage(ctx, "s", "call_1_1", []string{"client_pending"}, m); !errors.Is(err, ErrAlreadySettled) {
-		t.Errorf("second amend = %v, want ErrAlreadySettled", err)
+	if _, err := p.AmendToolMessage(ctx, "s", "call_1_1", []string{"client_pending"}, m); !errors.Is(err, cachestore.ErrAlreadySettled) {
+		t.Errorf("second amend = %v, want cachestore.ErrAlreadySettled", err)
 	}
-	if _, err := p.AmendToolMessage(ctx, "s", "nope", []string{"client_pending"}, m); !errors.Is(err, ErrNotFound) {
-		t.Errorf("amend of an unknown call = %v, want ErrNotFound", err)
+	if _, err := p.AmendToolMessage(ctx, "s", "nope", []string{"client_pending"}, m); !errors.Is(err, cachestore.ErrNotFound) {
+		t.Errorf("amend of an unknown call = %v, want cachestore.ErrNotFound", err)
 	}
-	if _, err := p.AmendToolMessage(ctx, "unknown", "x", nil, m); !errors.Is(err, ErrNotFound) {
-		t.Errorf("amend in an unknown session = %v, want ErrNotFound", err)
+	if _, err := p.AmendToolMessage(ctx, "unknown", "x", nil, m); !errors.Is(err, cachestore.ErrNotFound) {
+		t.Errorf("amend in an unknown session = %v, want cachestore.ErrNotFound", err)
 	}
-	if err := p.CachePut(ctx, CacheEntry{Key: "old", Value: []byte("x"), Expires: time.Now().Add(-time.Hour)}); err != nil {
+	if err := p.CachePut(ctx, cachestore.CacheEntry{Key: "old", Value: []byte("x"), Expires: time.Now().Add(-time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := p.PurgeCache(ctx, time.Now()); err != nil || n != 1 {

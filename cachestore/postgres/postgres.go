@@ -1,4 +1,4 @@
-package cachestore
+package postgres
 
 import (
 	"context"
@@ -17,11 +17,12 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
-// PostgresOptions configures OpenPostgres.
-type PostgresOptions struct {
+// Options configures Open.
+type Options struct {
 	// URL is a libpq connection string or URL, e.g.
 	// postgres://user@host:5432/db?sslmode=disable. Tables live in the
 	// connection's current schema (search_path=NAME in the URL picks one).
@@ -33,12 +34,12 @@ type PostgresOptions struct {
 	MaxConns int32
 }
 
-// Postgres is a Store in a PostgreSQL database shared by the members of a
+// Store is a cachestore.Store in a PostgreSQL database shared by the members of a
 // cluster (the session grains' state). Each method is one transaction; a
 // turn's commit writes its record, the session's next turn, the run-state
 // changes and the cache entries and deletes its intent atomically.
 //
-// Writers are fenced (see ErrFenced): LoadSession takes the session over
+// Writers are fenced (see cachestore.ErrFenced): LoadSession takes the session over
 // and the Postgres value remembers, per session, the epoch it got; its later
 // WriteIntent, CommitTurn and AmendToolMessage of that session check the
 // epoch under the session row's lock. A Postgres value that never loaded a
@@ -47,13 +48,13 @@ type PostgresOptions struct {
 // LoadSession at grain activation and need not run it.
 //
 // Turn ids are idempotency keys: a commit whose turn id the session already
-// holds fails with ErrStaleTurn, so a retried commit never duplicates a turn.
+// holds fails with cachestore.ErrStaleTurn, so a retried commit never duplicates a turn.
 // A commit whose result was lost (the connection dropped during COMMIT) may
 // or may not have been applied: retrying it is safe and tells which.
 //
 // Errors from the database (connection refused, server restarted) are
 // returned wrapped; nothing of a failed transaction is applied.
-type Postgres struct {
+type Store struct {
 	pool *pgxpool.Pool
 	log  zerolog.Logger
 	now  func() time.Time
@@ -65,26 +66,26 @@ type Postgres struct {
 	epochs map[string]int64 // epoch held per session; guarded by mu
 }
 
-var _ Store = (*Postgres)(nil)
+var _ cachestore.Store = (*Store)(nil)
 
-// OpenPostgres connects to the database and applies the schema migrations
+// Open connects to the database and applies the schema migrations
 // it has not applied yet (several members may open it at once).
-func OpenPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error) {
+func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.URL == "" {
-		return nil, errors.New("cachestore: PostgresOptions.URL is required")
+		return nil, errors.New("postgres: Options.URL is required")
 	}
 	cfg, err := pgxpool.ParseConfig(opts.URL)
 	if err != nil {
-		return nil, fmt.Errorf("cachestore: parsing the PostgreSQL URL: %w", err)
+		return nil, fmt.Errorf("postgres: parsing the PostgreSQL URL: %w", err)
 	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("cachestore: connecting to PostgreSQL: %w", err)
+		return nil, fmt.Errorf("postgres: connecting to PostgreSQL: %w", err)
 	}
-	p := &Postgres{
+	p := &Store{
 		pool:   pool,
 		log:    opts.Logger.With().Str("component", "cachestore.postgres").Logger(),
 		now:    time.Now,
@@ -98,8 +99,8 @@ func OpenPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error) 
 }
 
 // Close closes the pool once the calls in flight returned; it is idempotent
-// and every other method returns ErrClosed afterwards.
-func (p *Postgres) Close() error {
+// and every other method returns cachestore.ErrClosed afterwards.
+func (p *Store) Close() error {
 	p.life.Lock()
 	defer p.life.Unlock()
 	if !p.closed {
@@ -109,13 +110,13 @@ func (p *Postgres) Close() error {
 	return nil
 }
 
-// enter starts a call: it fails with ErrClosed after Close and with the
+// enter starts a call: it fails with cachestore.ErrClosed after Close and with the
 // context's error when ctx is done; on success the caller must call leave.
-func (p *Postgres) enter(ctx context.Context) error {
+func (p *Store) enter(ctx context.Context) error {
 	p.life.RLock()
 	if p.closed {
 		p.life.RUnlock()
-		return ErrClosed
+		return cachestore.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		p.life.RUnlock()
@@ -124,11 +125,11 @@ func (p *Postgres) enter(ctx context.Context) error {
 	return nil
 }
 
-func (p *Postgres) leave() { p.life.RUnlock() }
+func (p *Store) leave() { p.life.RUnlock() }
 
 // Epoch returns the fencing epoch this Postgres value holds for a session,
 // and whether it holds one (it loaded the session).
-func (p *Postgres) Epoch(session string) (int64, bool) {
+func (p *Store) Epoch(session string) (int64, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e, ok := p.epochs[session]
@@ -138,13 +139,13 @@ func (p *Postgres) Epoch(session string) (int64, bool) {
 // ReleaseSession forgets the epoch held for a session (its grain was
 // deactivated); a later write of the session without LoadSession is fenced
 // unless the session was never loaded.
-func (p *Postgres) ReleaseSession(session string) {
+func (p *Store) ReleaseSession(session string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.epochs, session)
 }
 
-func (p *Postgres) hold(session string, epoch int64) {
+func (p *Store) hold(session string, epoch int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if epoch > p.epochs[session] {
@@ -165,7 +166,7 @@ func nb(v []byte) []byte {
 
 // lockSession locks the session's row for a write (creating it when
 // missing) and checks the fence; it returns the session's next turn.
-func (p *Postgres) lockSession(ctx context.Context, tx pgx.Tx, session string) (int64, error) {
+func (p *Store) lockSession(ctx context.Context, tx pgx.Tx, session string) (int64, error) {
 	if _, err := tx.Exec(ctx, `INSERT INTO sessions (session) VALUES ($1) ON CONFLICT DO NOTHING`, b(session)); err != nil {
 		return 0, err
 	}
@@ -182,12 +183,12 @@ func (p *Postgres) lockSession(ctx context.Context, tx pgx.Tx, session string) (
 
 // checkFence compares the stored epoch with the one this value holds (0
 // when it never loaded the session).
-func (p *Postgres) checkFence(session string, stored int64) error {
+func (p *Store) checkFence(session string, stored int64) error {
 	held, _ := p.Epoch(session)
 	if stored != held {
 		p.log.Warn().Str("session", session).Int64("held_epoch", held).Int64("store_epoch", stored).
 			Msg("write refused: the session was taken over by another writer")
-		return fmt.Errorf("held epoch %d, session epoch %d: %w", held, stored, ErrFenced)
+		return fmt.Errorf("held epoch %d, session epoch %d: %w", held, stored, cachestore.ErrFenced)
 	}
 	return nil
 }
@@ -195,22 +196,22 @@ func (p *Postgres) checkFence(session string, stored int64) error {
 // LoadSession takes the session over (its epoch is incremented and held by
 // p, fencing any earlier writer) and resolves a leftover intent record into
 // a committed turn, in one transaction.
-func (p *Postgres) LoadSession(ctx context.Context, session string) (SessionState, error) {
+func (p *Store) LoadSession(ctx context.Context, session string) (cachestore.SessionState, error) {
 	if err := p.enter(ctx); err != nil {
-		return SessionState{}, fmt.Errorf("loading session %q: %w", session, unavailable(err))
+		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, unavailable(err))
 	}
 	defer p.leave()
 	next, _, err := p.takeOver(ctx, session)
 	if err != nil {
-		return SessionState{}, fmt.Errorf("loading session %q: %w", session, unavailable(err))
+		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, unavailable(err))
 	}
-	return SessionState{NextTurn: next}, nil
+	return cachestore.SessionState{NextTurn: next}, nil
 }
 
 // takeOver bumps the session's epoch, resolves its intent of the next turn
 // and drops any other; it returns the next turn afterwards and whether it
 // resolved a turn.
-func (p *Postgres) takeOver(ctx context.Context, session string) (next int64, resolved bool, err error) {
+func (p *Store) takeOver(ctx context.Context, session string) (next int64, resolved bool, err error) {
 	var epoch int64
 	var calls int
 	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
@@ -227,7 +228,7 @@ func (p *Postgres) takeOver(ctx context.Context, session string) (next int64, re
 		if err != nil {
 			return err
 		}
-		var current *Intent
+		var current *cachestore.Intent
 		var stale []int64
 		for rows.Next() {
 			var turn int64
@@ -236,7 +237,7 @@ func (p *Postgres) takeOver(ctx context.Context, session string) (next int64, re
 				rows.Close()
 				return err
 			}
-			in, err := decodeIntent(raw)
+			in, err := cachestore.DecodeIntent(raw)
 			if err != nil {
 				rows.Close()
 				return fmt.Errorf("intent of turn %d: %w", turn, unavailable(err))
@@ -265,7 +266,7 @@ func (p *Postgres) takeOver(ctx context.Context, session string) (next int64, re
 			return nil
 		}
 		current.Session, current.Turn = session, next
-		rec := ResolveIntent(current, p.now())
+		rec := cachestore.ResolveIntent(current, p.now())
 		turnID := current.TurnID
 		if turnID != "" {
 			var taken bool
@@ -298,7 +299,7 @@ func (p *Postgres) takeOver(ctx context.Context, session string) (next int64, re
 
 // insertTurn writes a committed turn and advances the session's next turn.
 func insertTurn(ctx context.Context, tx pgx.Tx, session string, rec *messages.TurnRecord, turnID string) error {
-	raw, _, err := marshalValid(rec)
+	raw, _, err := cachestore.MarshalValid(rec)
 	if err != nil {
 		return fmt.Errorf("encoding turn record: %w", err)
 	}
@@ -314,16 +315,16 @@ func insertTurn(ctx context.Context, tx pgx.Tx, session string, rec *messages.Tu
 // ErrUnavailable: the database could not be reached or dropped the
 // connection (refused, reset, restarted, shutting down). The call's
 // transaction was not applied — except that a CommitTurn whose COMMIT was
-// sent but not answered may have been: retrying it returns ErrStaleTurn if
+// sent but not answered may have been: retrying it returns cachestore.ErrStaleTurn if
 // so. The error also wraps the driver's.
-var ErrUnavailable = errors.New("cachestore: database unavailable")
+var ErrUnavailable = errors.New("postgres: database unavailable")
 
 // unavailable wraps an infrastructure error in ErrUnavailable; other errors
 // (the store's sentinels, the caller's context, SQL errors) pass unchanged.
 func unavailable(err error) error {
 	switch {
-	case err == nil, errors.Is(err, ErrUnavailable), errors.Is(err, ErrStaleTurn), errors.Is(err, ErrFenced),
-		errors.Is(err, ErrNotFound), errors.Is(err, ErrAlreadySettled), errors.Is(err, ErrClosed),
+	case err == nil, errors.Is(err, ErrUnavailable), errors.Is(err, cachestore.ErrStaleTurn), errors.Is(err, cachestore.ErrFenced),
+		errors.Is(err, cachestore.ErrNotFound), errors.Is(err, cachestore.ErrAlreadySettled), errors.Is(err, cachestore.ErrClosed),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
@@ -345,17 +346,17 @@ func unavailable(err error) error {
 	return err
 }
 
-// mapPgError turns the violation of the turn-id index into ErrStaleTurn.
+// mapPgError turns the violation of the turn-id index into cachestore.ErrStaleTurn.
 func mapPgError(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "turns_session_turn_id" {
-		return fmt.Errorf("turn id already committed: %w", ErrStaleTurn)
+		return fmt.Errorf("turn id already committed: %w", cachestore.ErrStaleTurn)
 	}
 	return err
 }
 
 // Turns returns the committed turns of a session in order.
-func (p *Postgres) Turns(ctx context.Context, session string) ([]*messages.TurnRecord, error) {
+func (p *Store) Turns(ctx context.Context, session string) ([]*messages.TurnRecord, error) {
 	if err := p.enter(ctx); err != nil {
 		return nil, fmt.Errorf("reading turns of session %q: %w", session, unavailable(err))
 	}
@@ -384,19 +385,19 @@ func (p *Postgres) Turns(ctx context.Context, session string) ([]*messages.TurnR
 	return out, nil
 }
 
-// TurnByID returns the committed turn with this turn id, or ErrNotFound.
-func (p *Postgres) TurnByID(ctx context.Context, session, turnID string) (*messages.TurnRecord, error) {
+// TurnByID returns the committed turn with this turn id, or cachestore.ErrNotFound.
+func (p *Store) TurnByID(ctx context.Context, session, turnID string) (*messages.TurnRecord, error) {
 	if err := p.enter(ctx); err != nil {
 		return nil, fmt.Errorf("reading turn %q of session %q: %w", turnID, session, unavailable(err))
 	}
 	defer p.leave()
 	if turnID == "" {
-		return nil, fmt.Errorf("reading turn %q of session %q: %w", turnID, session, ErrNotFound)
+		return nil, fmt.Errorf("reading turn %q of session %q: %w", turnID, session, cachestore.ErrNotFound)
 	}
 	var raw []byte
 	err := p.pool.QueryRow(ctx, `SELECT record FROM turns WHERE session = $1 AND turn_id = $2`, b(session), b(turnID)).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
-		err = ErrNotFound
+		err = cachestore.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading turn %q of session %q: %w", turnID, session, unavailable(err))
@@ -409,7 +410,7 @@ func (p *Postgres) TurnByID(ctx context.Context, session, turnID string) (*messa
 }
 
 // Sessions lists the ids of sessions that have committed turns, sorted.
-func (p *Postgres) Sessions(ctx context.Context) ([]string, error) {
+func (p *Store) Sessions(ctx context.Context) ([]string, error) {
 	if err := p.enter(ctx); err != nil {
 		return nil, fmt.Errorf("listing sessions: %w", unavailable(err))
 	}
@@ -439,12 +440,12 @@ func collectStrings(rows pgx.Rows) ([]string, error) {
 }
 
 // LoadRun returns a run's state (empty, never nil, maps for a new run).
-func (p *Postgres) LoadRun(ctx context.Context, session, run string) (*RunState, error) {
+func (p *Store) LoadRun(ctx context.Context, session, run string) (*cachestore.RunState, error) {
 	if err := p.enter(ctx); err != nil {
 		return nil, fmt.Errorf("loading run %q of session %q: %w", run, session, unavailable(err))
 	}
 	defer p.leave()
-	out := &RunState{Dedup: map[string]*DedupEntry{}, Fetched: map[string]bool{}}
+	out := &cachestore.RunState{Dedup: map[string]*cachestore.DedupEntry{}, Fetched: map[string]bool{}}
 	err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT entry FROM run_dedup WHERE session = $1 AND run = $2`, b(session), b(run))
 		if err != nil {
@@ -456,7 +457,7 @@ func (p *Postgres) LoadRun(ctx context.Context, session, run string) (*RunState,
 				rows.Close()
 				return err
 			}
-			e, err := decodeDedup(raw)
+			e, err := cachestore.DecodeDedup(raw)
 			if err != nil {
 				rows.Close()
 				return err
@@ -484,7 +485,7 @@ func (p *Postgres) LoadRun(ctx context.Context, session, run string) (*RunState,
 }
 
 // EndRun deletes a run's state.
-func (p *Postgres) EndRun(ctx context.Context, session, run string) error {
+func (p *Store) EndRun(ctx context.Context, session, run string) error {
 	if err := p.enter(ctx); err != nil {
 		return fmt.Errorf("ending run %q of session %q: %w", run, session, unavailable(err))
 	}
@@ -502,13 +503,13 @@ func (p *Postgres) EndRun(ctx context.Context, session, run string) error {
 }
 
 // WriteIntent stores (or replaces) the intent record of the session's next
-// turn: ErrStaleTurn if in.Turn is not that turn, ErrFenced if another
+// turn: cachestore.ErrStaleTurn if in.Turn is not that turn, cachestore.ErrFenced if another
 // writer took the session over.
-func (p *Postgres) WriteIntent(ctx context.Context, in *Intent) error {
+func (p *Store) WriteIntent(ctx context.Context, in *cachestore.Intent) error {
 	if in == nil {
 		return errors.New("writing intent: no intent")
 	}
-	raw, err := encodeIntent(in)
+	raw, err := cachestore.EncodeIntent(in)
 	if err != nil {
 		return fmt.Errorf("writing intent of turn %d of session %q: %w", in.Turn, in.Session, unavailable(err))
 	}
@@ -522,7 +523,7 @@ func (p *Postgres) WriteIntent(ctx context.Context, in *Intent) error {
 			return err
 		}
 		if in.Turn != next {
-			return fmt.Errorf("next turn is %d: %w", next, ErrStaleTurn)
+			return fmt.Errorf("next turn is %d: %w", next, cachestore.ErrStaleTurn)
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO intents (session, turn, record) VALUES ($1, $2, $3)
 			ON CONFLICT (session, turn) DO UPDATE SET record = EXCLUDED.record`, b(in.Session), in.Turn, raw)
@@ -537,10 +538,10 @@ func (p *Postgres) WriteIntent(ctx context.Context, in *Intent) error {
 // CommitTurn applies a turn's writes in one transaction: the record, the
 // session's next turn, the run-state changes (a key in both DedupPut and
 // DedupDel ends deleted), the cache entries, and the deletion of the turn's
-// intent. ErrStaleTurn when Record.Turn is not the session's next turn or
-// its turn id is already committed; ErrFenced when another writer took the
+// intent. cachestore.ErrStaleTurn when Record.Turn is not the session's next turn or
+// its turn id is already committed; cachestore.ErrFenced when another writer took the
 // session over.
-func (p *Postgres) CommitTurn(ctx context.Context, c *TurnCommit) error {
+func (p *Store) CommitTurn(ctx context.Context, c *cachestore.TurnCommit) error {
 	if c == nil || c.Record == nil {
 		return errors.New("committing turn: no turn record")
 	}
@@ -551,7 +552,7 @@ func (p *Postgres) CommitTurn(ctx context.Context, c *TurnCommit) error {
 	defer p.leave()
 	// Last write of a key wins, and keys are written in order so that
 	// concurrent commits sharing cache keys lock them in the same order.
-	cache := make(map[string]CacheEntry, len(c.CachePut))
+	cache := make(map[string]cachestore.CacheEntry, len(c.CachePut))
 	for _, e := range c.CachePut {
 		cache[e.Key] = e
 	}
@@ -566,7 +567,7 @@ func (p *Postgres) CommitTurn(ctx context.Context, c *TurnCommit) error {
 			return err
 		}
 		if rec.Turn != next {
-			return fmt.Errorf("next turn is %d: %w", next, ErrStaleTurn)
+			return fmt.Errorf("next turn is %d: %w", next, cachestore.ErrStaleTurn)
 		}
 		if err := insertTurn(ctx, tx, c.Session, rec, rec.TurnId); err != nil {
 			return err
@@ -583,7 +584,7 @@ func (p *Postgres) CommitTurn(ctx context.Context, c *TurnCommit) error {
 			}
 			batch.Queue(`INSERT INTO run_dedup (session, run, key, entry) VALUES ($1, $2, $3, $4)
 				ON CONFLICT (session, run, key) DO UPDATE SET entry = EXCLUDED.entry`,
-				b(c.Session), b(rec.Run), b(e.Key), encodeDedup(e))
+				b(c.Session), b(rec.Run), b(e.Key), cachestore.EncodeDedup(e))
 		}
 		for _, k := range c.DedupDel {
 			batch.Queue(`DELETE FROM run_dedup WHERE session = $1 AND run = $2 AND key = $3`, b(c.Session), b(rec.Run), b(k))
@@ -599,7 +600,7 @@ func (p *Postgres) CommitTurn(ctx context.Context, c *TurnCommit) error {
 	return nil
 }
 
-func queueCachePut(batch *pgx.Batch, e CacheEntry) {
+func queueCachePut(batch *pgx.Batch, e cachestore.CacheEntry) {
 	var expires *int64
 	if !e.Expires.IsZero() {
 		ns := e.Expires.UnixNano()
@@ -614,7 +615,7 @@ func queueCachePut(batch *pgx.Batch, e CacheEntry) {
 // turns it resolved. It takes over (fences) every session with an intent, so
 // a cluster member should not run it while others write: members resolve
 // intents through LoadSession when a grain activates.
-func (p *Postgres) RecoverAll(ctx context.Context) (int, error) {
+func (p *Store) RecoverAll(ctx context.Context) (int, error) {
 	if err := p.enter(ctx); err != nil {
 		return 0, fmt.Errorf("recovering intents: %w", unavailable(err))
 	}
@@ -650,7 +651,7 @@ func (p *Postgres) RecoverAll(ctx context.Context) (int, error) {
 
 // CacheGet returns the cached value if it exists and now is before its
 // absolute expiry. A hit does not extend the expiry.
-func (p *Postgres) CacheGet(ctx context.Context, key string, now time.Time) ([]byte, bool, error) {
+func (p *Store) CacheGet(ctx context.Context, key string, now time.Time) ([]byte, bool, error) {
 	if err := p.enter(ctx); err != nil {
 		return nil, false, fmt.Errorf("reading cache entry %q: %w", key, unavailable(err))
 	}
@@ -664,7 +665,7 @@ func (p *Postgres) CacheGet(ctx context.Context, key string, now time.Time) ([]b
 	if err != nil {
 		return nil, false, fmt.Errorf("reading cache entry %q: %w", key, unavailable(err))
 	}
-	if expires != nil && !cacheLive(*expires, true, now) {
+	if expires != nil && now.UnixNano() >= *expires {
 		return nil, false, nil
 	}
 	return nb(value), true, nil
@@ -672,7 +673,7 @@ func (p *Postgres) CacheGet(ctx context.Context, key string, now time.Time) ([]b
 
 // CachePut stores (or replaces) a value with an absolute expiry; a zero
 // Expires never expires.
-func (p *Postgres) CachePut(ctx context.Context, e CacheEntry) error {
+func (p *Store) CachePut(ctx context.Context, e cachestore.CacheEntry) error {
 	if err := p.enter(ctx); err != nil {
 		return fmt.Errorf("writing cache entry %q: %w", e.Key, unavailable(err))
 	}
@@ -687,7 +688,7 @@ func (p *Postgres) CachePut(ctx context.Context, e CacheEntry) error {
 
 // PurgeCache deletes the cache entries that expired before t and returns
 // how many; reads already ignore them, this only frees space.
-func (p *Postgres) PurgeCache(ctx context.Context, t time.Time) (int64, error) {
+func (p *Store) PurgeCache(ctx context.Context, t time.Time) (int64, error) {
 	if err := p.enter(ctx); err != nil {
 		return 0, fmt.Errorf("purging the cache: %w", unavailable(err))
 	}
@@ -701,12 +702,12 @@ func (p *Postgres) PurgeCache(ctx context.Context, t time.Time) (int64, error) {
 
 // SaveFileVersion keeps a version of a workspace file and returns its
 // number (1, 2, 3… per file).
-func (p *Postgres) SaveFileVersion(ctx context.Context, workspace, path string, content []byte, deleted bool, note string) (int64, error) {
+func (p *Store) SaveFileVersion(ctx context.Context, workspace, path string, content []byte, deleted bool, note string) (int64, error) {
 	if err := p.enter(ctx); err != nil {
 		return 0, fmt.Errorf("saving a version of %q: %w", path, unavailable(err))
 	}
 	defer p.leave()
-	ws := normalizeWorkspace(workspace)
+	ws := cachestore.NormalizeWorkspace(workspace)
 	at := p.now().UnixNano()
 	var version int64
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
@@ -728,18 +729,18 @@ func (p *Postgres) SaveFileVersion(ctx context.Context, workspace, path string, 
 }
 
 // FileVersions lists a file's versions, oldest first (empty when it has none).
-func (p *Postgres) FileVersions(ctx context.Context, workspace, path string) ([]FileVersion, error) {
+func (p *Store) FileVersions(ctx context.Context, workspace, path string) ([]cachestore.FileVersion, error) {
 	if err := p.enter(ctx); err != nil {
 		return nil, fmt.Errorf("listing versions of %q: %w", path, unavailable(err))
 	}
 	defer p.leave()
 	rows, err := p.pool.Query(ctx, `SELECT version, time_unix_nano, size, deleted, note FROM file_versions
-		WHERE workspace = $1 AND path = $2 ORDER BY version`, b(normalizeWorkspace(workspace)), b(path))
+		WHERE workspace = $1 AND path = $2 ORDER BY version`, b(cachestore.NormalizeWorkspace(workspace)), b(path))
 	if err != nil {
 		return nil, fmt.Errorf("listing versions of %q: %w", path, unavailable(err))
 	}
 	defer rows.Close()
-	out := []FileVersion{}
+	out := []cachestore.FileVersion{}
 	for rows.Next() {
 		v, err := scanFileVersion(rows)
 		if err != nil {
@@ -753,39 +754,39 @@ func (p *Postgres) FileVersions(ctx context.Context, workspace, path string) ([]
 	return out, nil
 }
 
-func scanFileVersion(row pgx.Row, extra ...any) (FileVersion, error) {
-	var v FileVersion
+func scanFileVersion(row pgx.Row, extra ...any) (cachestore.FileVersion, error) {
+	var v cachestore.FileVersion
 	var at int64
 	var note []byte
 	if err := row.Scan(append([]any{&v.Version, &at, &v.Size, &v.Deleted, &note}, extra...)...); err != nil {
-		return FileVersion{}, err
+		return cachestore.FileVersion{}, err
 	}
 	v.Time, v.Note = time.Unix(0, at), string(note)
 	return v, nil
 }
 
 // FileVersionContent returns one version's bytes and its description, or
-// ErrNotFound.
-func (p *Postgres) FileVersionContent(ctx context.Context, workspace, path string, version int64) ([]byte, FileVersion, error) {
+// cachestore.ErrNotFound.
+func (p *Store) FileVersionContent(ctx context.Context, workspace, path string, version int64) ([]byte, cachestore.FileVersion, error) {
 	if err := p.enter(ctx); err != nil {
-		return nil, FileVersion{}, fmt.Errorf("reading version %d of %q: %w", version, path, unavailable(err))
+		return nil, cachestore.FileVersion{}, fmt.Errorf("reading version %d of %q: %w", version, path, unavailable(err))
 	}
 	defer p.leave()
 	var content []byte
 	row := p.pool.QueryRow(ctx, `SELECT version, time_unix_nano, size, deleted, note, content FROM file_versions
-		WHERE workspace = $1 AND path = $2 AND version = $3`, b(normalizeWorkspace(workspace)), b(path), version)
+		WHERE workspace = $1 AND path = $2 AND version = $3`, b(cachestore.NormalizeWorkspace(workspace)), b(path), version)
 	v, err := scanFileVersion(row, &content)
 	if errors.Is(err, pgx.ErrNoRows) {
-		err = ErrNotFound
+		err = cachestore.ErrNotFound
 	}
 	if err != nil {
-		return nil, FileVersion{}, fmt.Errorf("reading version %d of %q: %w", version, path, unavailable(err))
+		return nil, cachestore.FileVersion{}, fmt.Errorf("reading version %d of %q: %w", version, path, unavailable(err))
 	}
 	return nb(content), v, nil
 }
 
-// KVGet returns one record of a namespace, or ErrNotFound.
-func (p *Postgres) KVGet(ctx context.Context, ns, key string) ([]byte, error) {
+// KVGet returns one record of a namespace, or cachestore.ErrNotFound.
+func (p *Store) KVGet(ctx context.Context, ns, key string) ([]byte, error) {
 	if err := p.enter(ctx); err != nil {
 		return nil, fmt.Errorf("reading %s/%s: %w", ns, key, unavailable(err))
 	}
@@ -793,7 +794,7 @@ func (p *Postgres) KVGet(ctx context.Context, ns, key string) ([]byte, error) {
 	var v []byte
 	err := p.pool.QueryRow(ctx, `SELECT value FROM kv WHERE ns = $1 AND key = $2`, b(ns), b(key)).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
-		err = ErrNotFound
+		err = cachestore.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading %s/%s: %w", ns, key, unavailable(err))
@@ -802,7 +803,7 @@ func (p *Postgres) KVGet(ctx context.Context, ns, key string) ([]byte, error) {
 }
 
 // KVPut stores one record of a namespace.
-func (p *Postgres) KVPut(ctx context.Context, ns, key string, value []byte) error {
+func (p *Store) KVPut(ctx context.Context, ns, key string, value []byte) error {
 	if err := p.enter(ctx); err != nil {
 		return fmt.Errorf("writing %s/%s: %w", ns, key, unavailable(err))
 	}
@@ -816,7 +817,7 @@ func (p *Postgres) KVPut(ctx context.Context, ns, key string, value []byte) erro
 }
 
 // KVDelete deletes one record of a namespace; deleting a missing key is not an error.
-func (p *Postgres) KVDelete(ctx context.Context, ns, key string) error {
+func (p *Store) KVDelete(ctx context.Context, ns, key string) error {
 	if err := p.enter(ctx); err != nil {
 		return fmt.Errorf("deleting %s/%s: %w", ns, key, unavailable(err))
 	}
@@ -828,7 +829,7 @@ func (p *Postgres) KVDelete(ctx context.Context, ns, key string) error {
 }
 
 // KVList returns the records of a namespace whose keys start with keyPrefix, in key order.
-func (p *Postgres) KVList(ctx context.Context, ns, keyPrefix string) ([]KV, error) {
+func (p *Store) KVList(ctx context.Context, ns, keyPrefix string) ([]cachestore.KV, error) {
 	if err := p.enter(ctx); err != nil {
 		return nil, fmt.Errorf("listing %s: %w", ns, unavailable(err))
 	}
@@ -839,13 +840,13 @@ func (p *Postgres) KVList(ctx context.Context, ns, keyPrefix string) ([]KV, erro
 		return nil, fmt.Errorf("listing %s: %w", ns, unavailable(err))
 	}
 	defer rows.Close()
-	var out []KV
+	var out []cachestore.KV
 	for rows.Next() {
 		var k, v []byte
 		if err := rows.Scan(&k, &v); err != nil {
 			return nil, fmt.Errorf("listing %s: %w", ns, unavailable(err))
 		}
-		out = append(out, KV{Key: string(k), Value: nb(v)})
+		out = append(out, cachestore.KV{Key: string(k), Value: nb(v)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("listing %s: %w", ns, unavailable(err))
@@ -855,10 +856,10 @@ func (p *Postgres) KVList(ctx context.Context, ns, keyPrefix string) ([]KV, erro
 
 // AmendToolMessage replaces the committed tool message of callID (in the
 // latest turn that has it) when its status is one of pending, and returns
-// the amended turn; ErrAlreadySettled when the call is no longer pending,
-// ErrNotFound when there is no such call, ErrFenced when another writer took
+// the amended turn; cachestore.ErrAlreadySettled when the call is no longer pending,
+// cachestore.ErrNotFound when there is no such call, cachestore.ErrFenced when another writer took
 // the session over.
-func (p *Postgres) AmendToolMessage(ctx context.Context, session, callID string, pending []string, m *messages.ToolMessage) (*messages.TurnRecord, error) {
+func (p *Store) AmendToolMessage(ctx context.Context, session, callID string, pending []string, m *messages.ToolMessage) (*messages.TurnRecord, error) {
 	if err := p.enter(ctx); err != nil {
 		return nil, fmt.Errorf("amending call %q of session %q: %w", callID, session, unavailable(err))
 	}
@@ -868,7 +869,7 @@ func (p *Postgres) AmendToolMessage(ctx context.Context, session, callID string,
 		var epoch int64
 		err := tx.QueryRow(ctx, `SELECT epoch FROM sessions WHERE session = $1 FOR UPDATE`, b(session)).Scan(&epoch)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
+			return cachestore.ErrNotFound
 		}
 		if err != nil {
 			return err
@@ -905,13 +906,13 @@ func (p *Postgres) AmendToolMessage(ctx context.Context, session, callID string,
 			return err
 		}
 		if found == nil {
-			return ErrNotFound
+			return cachestore.ErrNotFound
 		}
-		if !containsString(pending, found.ToolMessages[idx].Status) {
-			return ErrAlreadySettled
+		if !slices.Contains(pending, found.ToolMessages[idx].Status) {
+			return cachestore.ErrAlreadySettled
 		}
 		found.ToolMessages[idx] = proto.Clone(m).(*messages.ToolMessage)
-		raw, _, err := marshalValid(found)
+		raw, _, err := cachestore.MarshalValid(found)
 		if err != nil {
 			return fmt.Errorf("encoding turn record: %w", err)
 		}
