@@ -16,6 +16,23 @@ import (
 // it from the store (after a failed commit or a failed turn).
 type resetState struct{}
 
+// SessionStore is what a session's commit actor persists through: the
+// seven methods of cachestore.Store that load, write and amend one session
+// (the contracts are Store's; cachestore/storetest checks them). The commit
+// actor is the only caller, one per session, so an implementation sees at
+// most one writer per session at a time; it must be safe for concurrent use
+// across sessions. Store's readers (Turns, Sessions) and the tools' cache,
+// file versions and KV records are not part of it.
+type SessionStore interface {
+	LoadSession(ctx context.Context, session string) (cachestore.SessionState, error)
+	TurnByID(ctx context.Context, session, turnID string) (*messages.TurnRecord, error)
+	LoadRun(ctx context.Context, session, run string) (*cachestore.RunState, error)
+	EndRun(ctx context.Context, session, run string) error
+	WriteIntent(ctx context.Context, in *cachestore.Intent) error
+	CommitTurn(ctx context.Context, c *cachestore.TurnCommit) error
+	AmendToolMessage(ctx context.Context, session, callID string, pending []string, m *messages.ToolMessage) (*messages.TurnRecord, error)
+}
+
 // commitActor is the single writer of everything its session persists, and
 // the owner of the session's loaded state: the next turn number and the
 // state of each run. A turn reads a run's state (read-only) between prepare
@@ -24,6 +41,7 @@ type resetState struct{}
 // actor only: its whole job is the session's ordered I/O.
 type commitActor struct {
 	cfg     Config
+	store   SessionStore // cfg.Store, seen through what the actor uses
 	session string
 
 	loaded bool
@@ -32,7 +50,7 @@ type commitActor struct {
 }
 
 func newCommitActor(cfg Config, session string) *commitActor {
-	return &commitActor{cfg: cfg, session: session}
+	return &commitActor{cfg: cfg, store: cfg.Store, session: session}
 }
 
 func (a *commitActor) Receive(ctx actor.Context) {
@@ -53,7 +71,7 @@ func (a *commitActor) Receive(ctx actor.Context) {
 	case *commitTurn:
 		ctx.Respond(&storeDone{err: a.commitTurn(m)})
 	case *endRunRequest:
-		err := a.cfg.Store.EndRun(context.Background(), a.session, m.run)
+		err := a.store.EndRun(context.Background(), a.session, m.run)
 		delete(a.runs, m.run)
 		ctx.Respond(&endRunReply{err: err})
 	case *clientResultRequest:
@@ -94,14 +112,14 @@ func (a *commitActor) prepare(m *prepareTurn) *prepared {
 	ctx, cancel := a.storeCtx()
 	defer cancel()
 	if !a.loaded {
-		st, err := a.cfg.Store.LoadSession(ctx, a.session)
+		st, err := a.store.LoadSession(ctx, a.session)
 		if err != nil {
 			return &prepared{err: err}
 		}
 		a.next, a.loaded, a.runs = st.NextTurn, true, map[string]*cachestore.RunState{}
 	}
 	if m.turnID != "" {
-		rec, err := a.cfg.Store.TurnByID(ctx, a.session, m.turnID)
+		rec, err := a.store.TurnByID(ctx, a.session, m.turnID)
 		switch {
 		case err == nil:
 			// A turn committed before turns carried the hash replays.
@@ -114,7 +132,7 @@ func (a *commitActor) prepare(m *prepareTurn) *prepared {
 	rs, ok := a.runs[m.run]
 	if !ok {
 		var err error
-		rs, err = a.cfg.Store.LoadRun(ctx, a.session, m.run)
+		rs, err = a.store.LoadRun(ctx, a.session, m.run)
 		if err != nil {
 			return &prepared{err: err}
 		}
@@ -126,14 +144,14 @@ func (a *commitActor) prepare(m *prepareTurn) *prepared {
 func (a *commitActor) writeIntent(m *writeIntent) error {
 	ctx, cancel := a.storeCtx()
 	defer cancel()
-	return a.cfg.Store.WriteIntent(ctx, m.intent)
+	return a.store.WriteIntent(ctx, m.intent)
 }
 
 func (a *commitActor) commitTurn(m *commitTurn) error {
 	ctx, cancel := a.storeCtx()
 	defer cancel()
 	c := m.commit
-	if err := a.cfg.Store.CommitTurn(ctx, c); err != nil {
+	if err := a.store.CommitTurn(ctx, c); err != nil {
 		a.reset()
 		return err
 	}
@@ -167,7 +185,7 @@ func (a *commitActor) clientResult(m *clientResultRequest) error {
 	}
 	msg := &messages.ToolMessage{Role: "tool", ToolCallId: m.callID, Status: string(st), Content: content}
 	var name string
-	rec, err := a.cfg.Store.AmendToolMessage(ctx, a.session, m.callID, []string{string(toolkit.StatusClientPending)},
+	rec, err := a.store.AmendToolMessage(ctx, a.session, m.callID, []string{string(toolkit.StatusClientPending)},
 		msg)
 	switch {
 	case errors.Is(err, cachestore.ErrNotFound):

@@ -363,8 +363,10 @@ func (b *Badger) writeSplit(op *writeOp) error {
 			}
 		case classAfter:
 			after = append(after, w)
-		default:
+		case classAtomic:
 			inTxn = append(inTxn, w)
+		default:
+			return fmt.Errorf("writing a split commit: write of unknown class %d", w.class)
 		}
 	}
 	if len(before) > 0 {
