@@ -54,10 +54,14 @@ func newCommitActor(cfg Config, session string) *commitActor {
 }
 
 func (a *commitActor) Receive(ctx actor.Context) {
-	// Turns and pools ask with plain requests (no future, no timeout), so
-	// every request must be answered: a panic (a store bug) answers the
+	// The one mechanism for a failing store call: turns, pools and the
+	// session ask with plain requests (no future, no timeout), so every
+	// request must be answered, and it is answered here, on the actor's
+	// own goroutine, exactly once: a panic (a store bug) answers the
 	// request with an error and drops the cached state, which is what a
-	// restart did.
+	// restart would do. The supervisor is not asked to answer for it: it
+	// would have to decode another actor's envelope and know every
+	// request type a second time.
 	defer func() {
 		if r := recover(); r != nil {
 			a.recovered(ctx, r)
@@ -70,12 +74,10 @@ func (a *commitActor) Receive(ctx actor.Context) {
 		ctx.Respond(&storeDone{err: a.writeIntent(m)})
 	case *commitTurn:
 		ctx.Respond(&storeDone{err: a.commitTurn(m)})
-	case *endRunRequest:
-		err := a.store.EndRun(context.Background(), a.session, m.run)
-		delete(a.runs, m.run)
-		ctx.Respond(&endRunReply{err: err})
-	case *clientResultRequest:
-		ctx.Respond(&clientResultReply{err: a.clientResult(m)})
+	case *messages.EndRun:
+		ctx.Respond(&messages.Ack{Error: ackError(a.endRun(m))})
+	case *messages.ClientResult:
+		ctx.Respond(&messages.Ack{Error: ackError(a.clientResult(m))})
 	case *resetState:
 		a.reset()
 	case *actor.Restarting:
@@ -92,10 +94,8 @@ func (a *commitActor) recovered(ctx actor.Context, r any) {
 		ctx.Respond(&prepared{err: err})
 	case *writeIntent, *commitTurn:
 		ctx.Respond(&storeDone{err: err})
-	case *endRunRequest:
-		ctx.Respond(&endRunReply{err: err})
-	case *clientResultRequest:
-		ctx.Respond(&clientResultReply{err: err})
+	case *messages.EndRun, *messages.ClientResult:
+		ctx.Respond(&messages.Ack{Error: ackError(err)})
 	}
 }
 
@@ -141,6 +141,14 @@ func (a *commitActor) prepare(m *prepareTurn) *prepared {
 	return &prepared{next: a.next, run: rs}
 }
 
+// endRun deletes a run's state.
+func (a *commitActor) endRun(m *messages.EndRun) error {
+	ctx, cancel := a.storeCtx()
+	defer cancel()
+	delete(a.runs, m.Run)
+	return a.store.EndRun(ctx, a.session, m.Run)
+}
+
 func (a *commitActor) writeIntent(m *writeIntent) error {
 	ctx, cancel := a.storeCtx()
 	defer cancel()
@@ -172,20 +180,20 @@ func (a *commitActor) commitTurn(m *commitTurn) error {
 
 // clientResult amends a client_pending call with the caller's result and
 // emits its tool_result event.
-func (a *commitActor) clientResult(m *clientResultRequest) error {
+func (a *commitActor) clientResult(m *messages.ClientResult) error {
 	ctx, cancel := a.storeCtx()
 	defer cancel()
 	st := toolkit.StatusOK
-	if m.isError {
+	if m.IsError {
 		st = toolkit.StatusError
 	}
-	content := m.content
+	content := m.Content
 	if a.cfg.Redact != nil {
 		content = a.cfg.Redact(content)
 	}
-	msg := &messages.ToolMessage{Role: "tool", ToolCallId: m.callID, Status: string(st), Content: content}
+	msg := &messages.ToolMessage{Role: "tool", ToolCallId: m.CallId, Status: string(st), Content: content}
 	var name string
-	rec, err := a.store.AmendToolMessage(ctx, a.session, m.callID, []string{string(toolkit.StatusClientPending)},
+	rec, err := a.store.AmendToolMessage(ctx, a.session, m.CallId, []string{string(toolkit.StatusClientPending)},
 		msg)
 	switch {
 	case errors.Is(err, cachestore.ErrNotFound):
@@ -197,13 +205,13 @@ func (a *commitActor) clientResult(m *clientResultRequest) error {
 	}
 	idx := 0
 	for i, tm := range rec.ToolMessages {
-		if tm.ToolCallId == m.callID {
+		if tm.ToolCallId == m.CallId {
 			idx, name = i, tm.Name
 		}
 	}
 	if name == "" {
 		for _, tc := range rec.Assistant.GetToolCalls() {
-			if tc.GetId() == m.callID {
+			if tc.GetId() == m.CallId {
 				c, _ := toolkit.ResolveCall(tc.GetFunction().GetName(), tc.GetFunction().GetArguments(), a.cfg.Limits)
 				name = c.Name
 			}
@@ -211,7 +219,7 @@ func (a *commitActor) clientResult(m *clientResultRequest) error {
 	}
 	a.cfg.Observer.CallDone(name, msg.Status)
 	if a.cfg.Events != nil {
-		ev := &messages.Event{Kind: EventToolResult, Session: a.session, Run: rec.Run, Turn: rec.Turn, CallId: m.callID,
+		ev := &messages.Event{Kind: EventToolResult, Session: a.session, Run: rec.Run, Turn: rec.Turn, CallId: m.CallId,
 			Tool: name, Status: msg.Status, Text: clip(content, maxEventText),
 			Seq:          uint64(a.next-1)*seqPerTurn + clientResultSeqBase + uint64(rec.Turn%1000)*1000 + uint64(idx%1000),
 			TimeUnixNano: a.cfg.Clock().UnixNano()}

@@ -146,7 +146,8 @@ type Config struct {
 	// trace context is still passed on to the session's member.
 	Tracer trace.Tracer
 
-	board  *questionBoard // set by Spawn
+	board  *questionBoard // set by start
+	preps  *preparedTurns // set by start
 	member bool           // a cluster member: replies name the member
 }
 

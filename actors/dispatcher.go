@@ -2,19 +2,19 @@ package actors
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/cluster"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
-	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
 
 // Sentinel errors of the API.
@@ -28,18 +28,17 @@ var (
 	ErrTurnIDConflict = errors.New("actors: turn id already used with other calls")
 )
 
-// Dispatcher is the Go API of a dispatcher actor. Safe for concurrent use.
+// Dispatcher is the Go API of a dispatcher. Safe for concurrent use.
 type Dispatcher struct {
 	// immutable after start
 	root   *actor.RootContext
-	pid    *actor.PID
+	pid    *actor.PID // the dispatcher actor; nil when the router hosts sessions itself
 	cfg    Config
+	router Router
 	system *actor.ActorSystem // set when the dispatcher owns its system
-	// cluster is set for a cluster member (NewClusterMember): requests go
-	// to session grains instead of the local dispatcher actor.
-	cluster     *cluster.Cluster
-	stopCluster func()
-	members     *atomic.Pointer[[]string] // the cluster's member addresses
+	// idPrefix makes this dispatcher's request ids unique among the
+	// dispatchers that may send to one session (cluster members).
+	idPrefix string
 
 	nextID   atomic.Uint64
 	closing  atomic.Bool
@@ -63,47 +62,110 @@ func New(cfg Config) (*Dispatcher, error) {
 
 // Spawn starts a dispatcher actor inside the caller's actor system.
 func Spawn(root *actor.RootContext, cfg Config) (*Dispatcher, error) {
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.start()
+	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
-	cfg.board = newQuestionBoard()
-	d := &Dispatcher{root: root, cfg: cfg, cancels: map[uint64]func(){}}
 	props := actor.PropsFromProducer(func() actor.Actor { return newDispatcherActor(cfg) },
 		actor.WithSupervisor(sessionSupervisor))
-	d.pid = root.SpawnPrefix(props, "tooldispatch")
+	pid := root.SpawnPrefix(props, "tooldispatch")
+	return newDispatcher(root, cfg, &localRouter{root: root, pid: pid}, pid), nil
+}
+
+// NewRouted starts a dispatcher in sys whose requests go through the router
+// route returns; Close closes the router, then shuts sys down. route gets
+// the props of session actors for a router that hosts them itself (a
+// cluster member registers them as its grain kind). Such an actor learns
+// its session from the first request it gets, reloads the session from
+// cfg.Store, stops itself when idle for cfg.SessionIdle, and answers a
+// request that reaches it while it stops with *actor.DeadLetterResponse
+// (nothing was taken: ask again). Its turn results name sys's address as
+// the member.
+func NewRouted(sys *actor.ActorSystem, cfg Config, route func(sessions *actor.Props) (Router, error)) (*Dispatcher, error) {
+	cfg, err := cfg.start()
+	if err != nil {
+		return nil, err
+	}
+	cfg.member = true
+	props := actor.PropsFromProducer(func() actor.Actor { return newHostedSessionActor(cfg) },
+		actor.WithSupervisor(sessionSupervisor))
+	r, err := route(props)
+	if err != nil {
+		return nil, err
+	}
+	d := newDispatcher(sys.Root, cfg, r, nil)
+	d.system = sys
 	return d, nil
 }
 
+// start checks cfg and fills in what the dispatcher's actors share.
+func (cfg Config) start() (Config, error) {
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	cfg = cfg.withDefaults()
+	cfg.board = newQuestionBoard()
+	cfg.preps = &preparedTurns{}
+	return cfg, nil
+}
+
+func newDispatcher(root *actor.RootContext, cfg Config, r Router, pid *actor.PID) *Dispatcher {
+	return &Dispatcher{root: root, pid: pid, cfg: cfg, router: r, cancels: map[uint64]func(){},
+		idPrefix: rand.Text()[:12] + "/"}
+}
+
 // PID is the dispatcher actor, for callers that talk to it with messages:
-// it accepts *messages.DispatchTurn (reply *messages.TurnResult) and
-// *messages.ConfirmReply (reply *messages.ConfirmAck).
+// it accepts the session protocol (see Router): *messages.DispatchTurn
+// (reply *messages.TurnResult), *messages.ConfirmReply (reply
+// *messages.ConfirmAck) and the others. Nil for a dispatcher from
+// NewRouted.
 func (d *Dispatcher) PID() *actor.PID { return d.pid }
+
+// Member is the address of the cluster member ("" for a dispatcher that is
+// no member).
+func (d *Dispatcher) Member() string {
+	if !d.cfg.member {
+		return ""
+	}
+	return d.root.ActorSystem().Address()
+}
+
+// Prepare checks a turn and builds what it needs from the request alone
+// (its tools view, its chaos policy), once: a caller that wants to refuse
+// bad input before it starts anything (an HTTP 400, a usage error) calls
+// Prepare, then DispatchPrepared. Errors wrap ErrBadRequest (and
+// toolkit.ErrToolCollision for a client tool named like a built-in of the
+// provider's tools array); nothing ran.
+func (d *Dispatcher) Prepare(t *messages.DispatchTurn) (*Prepared, error) {
+	p, err := prepare(&d.cfg, t)
+	if err != nil {
+		return nil, err
+	}
+	p.d = d
+	return p, nil
+}
 
 // Dispatch runs one turn and returns its result: one tool message per call,
 // in call order, committed before it returns. If ctx ends first the turn is
 // canceled, and Dispatch still waits for the canceled turn to commit.
 // Tool failures are statuses; the error is for infrastructure failures.
 func (d *Dispatcher) Dispatch(ctx context.Context, t *messages.DispatchTurn) (*messages.TurnResult, error) {
-	if err := checkTurn(t); err != nil {
+	p, err := d.Prepare(t)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := chaos.Parse(t.Chaos); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
-	}
-	if len(t.ClientTools) > 0 {
-		var client []*toolkit.Tool
-		for _, s := range t.ClientTools {
-			client = append(client, toolkit.ClientToolFromSpec(s.GetName(), s.GetDescription(), s.GetParameters()))
-		}
-		if _, err := toolkit.NewView(d.cfg.Registry, t.Provider, client, d.cfg.exclude(t.Exclude)); err != nil {
-			return nil, fmt.Errorf("%w: client_tools: %v", ErrBadRequest, err)
-		}
+	return d.DispatchPrepared(ctx, p)
+}
+
+// DispatchPrepared is Dispatch of a turn this dispatcher prepared.
+func (d *Dispatcher) DispatchPrepared(ctx context.Context, p *Prepared) (*messages.TurnResult, error) {
+	if p == nil || p.d != d {
+		return nil, fmt.Errorf("%w: the turn was not prepared by this dispatcher", ErrBadRequest)
 	}
 	if d.closing.Load() {
 		return nil, ErrClosed
 	}
-	t, span := d.cfg.startDispatch(ctx, t)
+	traced, span := d.cfg.startDispatch(ctx, p.turn)
 	defer span.End()
 	d.inflight.Add(1)
 	defer d.inflight.Done()
@@ -119,24 +181,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t *messages.DispatchTurn) (*m
 		d.mu.Unlock()
 	}()
 
-	var res any
-	var err error
-	if d.cluster != nil {
-		res, err = d.clusterDispatch(cctx, t, id)
-	} else {
-		f := d.root.RequestFuture(d.pid, &dispatchRequest{id: id, turn: t}, requestTimeout)
-		done := make(chan struct{})
-		go func() {
-			res, err = f.Result()
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-cctx.Done():
-			d.root.Send(d.pid, &cancelTurn{session: t.Session, id: id})
-			<-done
-		}
-	}
+	t := withRequestID(traced, d.idPrefix+strconv.FormatUint(id, 10))
+	d.cfg.preps.put(t, p)
+	defer d.cfg.preps.drop(t)
+	res, err := d.router.Turn(cctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("dispatching turn of session %q: %w", t.Session, err)
 	}
@@ -151,6 +199,20 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t *messages.DispatchTurn) (*m
 		return r, fmt.Errorf("dispatching turn of session %q: %s", t.Session, r.Error)
 	}
 	return r, nil
+}
+
+// withRequestID returns a shallow copy of t (fields shared, read-only)
+// with RequestId set: the caller's message is not changed, and a turn of
+// 64 MiB of arguments is not copied.
+func withRequestID(t *messages.DispatchTurn, id string) *messages.DispatchTurn {
+	c := &messages.DispatchTurn{}
+	dst := c.ProtoReflect()
+	t.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		dst.Set(fd, v)
+		return true
+	})
+	c.RequestId = id
+	return c
 }
 
 func checkTurn(t *messages.DispatchTurn) error {
@@ -188,13 +250,7 @@ func (d *Dispatcher) Confirm(ctx context.Context, r *messages.ConfirmReply) (*me
 	if r == nil || r.Session == "" || r.CallId == "" {
 		return nil, fmt.Errorf("%w: a confirmation needs session and call id", ErrBadRequest)
 	}
-	var res any
-	var err error
-	if d.cluster != nil {
-		res, err = d.clusterRequest(ctx, r.Session, r)
-	} else {
-		res, err = d.request(ctx, r)
-	}
+	res, err := d.request(ctx, r.Session, r)
 	if err != nil {
 		return nil, err
 	}
@@ -211,35 +267,7 @@ func (d *Dispatcher) EndRun(ctx context.Context, session, run string) error {
 	if session == "" || run == "" {
 		return fmt.Errorf("%w: ending a run needs session and run", ErrBadRequest)
 	}
-	if d.cluster != nil {
-		res, err := d.clusterRequest(ctx, session, &messages.EndRun{Session: session, Run: run})
-		if err != nil {
-			return err
-		}
-		if a, ok := res.(*messages.Ack); ok {
-			return ackErr(a)
-		}
-		return fmt.Errorf("ending run %q: unexpected reply %T", run, res)
-	}
-	res, err := d.request(ctx, &endRunRequest{session: session, run: run})
-	if err != nil {
-		return err
-	}
-	if r, ok := res.(*endRunReply); ok && r.err != nil {
-		return r.err
-	}
-	return nil
-}
-
-func (d *Dispatcher) request(ctx context.Context, msg any) (any, error) {
-	if d.closing.Load() {
-		return nil, ErrClosed
-	}
-	timeout := requestTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(dl), time.Millisecond)
-	}
-	return d.root.RequestFuture(d.pid, msg, timeout).Result()
+	return d.ack(ctx, session, &messages.EndRun{Session: session, Run: run}, "ending run "+strconv.Quote(run))
 }
 
 // Answer answers a question a tool is waiting on (ask_user, store_secret).
@@ -254,18 +282,8 @@ func (d *Dispatcher) AnswerWith(ctx context.Context, session, callID string, a t
 	if session == "" || callID == "" {
 		return fmt.Errorf("%w: an answer needs session and call id", ErrBadRequest)
 	}
-	if d.cluster != nil {
-		res, err := d.clusterRequest(ctx, session, &messages.AnswerQuestion{Session: session, CallId: callID, Text: a.Text,
-			Declined: a.Declined, Origins: a.Origins})
-		if err != nil {
-			return err
-		}
-		if a, ok := res.(*messages.Ack); ok {
-			return ackErr(a)
-		}
-		return fmt.Errorf("answering %q: unexpected reply %T", callID, res)
-	}
-	return d.cfg.board.answer(session, callID, a)
+	return d.ack(ctx, session, &messages.AnswerQuestion{Session: session, CallId: callID, Text: a.Text,
+		Declined: a.Declined, Origins: a.Origins}, "answering "+strconv.Quote(callID))
 }
 
 // ClientResult commits the result a caller hands back for a client tool's
@@ -275,24 +293,28 @@ func (d *Dispatcher) ClientResult(ctx context.Context, session, callID, content 
 	if session == "" || callID == "" {
 		return fmt.Errorf("%w: a client result needs session and call id", ErrBadRequest)
 	}
-	if d.cluster != nil {
-		res, err := d.clusterRequest(ctx, session, &messages.ClientResult{Session: session, CallId: callID, Content: content, IsError: isError})
-		if err != nil {
-			return err
-		}
-		if a, ok := res.(*messages.Ack); ok {
-			return ackErr(a)
-		}
-		return fmt.Errorf("client result for %q: unexpected reply %T", callID, res)
-	}
-	res, err := d.request(ctx, &clientResultRequest{session: session, callID: callID, content: content, isError: isError})
+	return d.ack(ctx, session, &messages.ClientResult{Session: session, CallId: callID, Content: content, IsError: isError},
+		"client result for "+strconv.Quote(callID))
+}
+
+// ack sends a request whose reply is a *messages.Ack and returns its error.
+func (d *Dispatcher) ack(ctx context.Context, session string, msg any, what string) error {
+	res, err := d.request(ctx, session, msg)
 	if err != nil {
 		return err
 	}
-	if r, ok := res.(*clientResultReply); ok {
-		return r.err
+	a, ok := res.(*messages.Ack)
+	if !ok {
+		return fmt.Errorf("%s: unexpected reply %T", what, res)
 	}
-	return fmt.Errorf("client result for %q: unexpected reply %T", callID, res)
+	return ackErr(a)
+}
+
+func (d *Dispatcher) request(ctx context.Context, session string, msg any) (any, error) {
+	if d.closing.Load() {
+		return nil, ErrClosed
+	}
+	return d.router.Request(ctx, session, msg)
 }
 
 // Store returns the store the dispatcher writes, for reading sessions back.
@@ -320,19 +342,11 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		d.mu.Unlock()
 		<-done
 	}
-	var err error
-	if d.cluster != nil {
-		d.stopCluster()
-	} else {
-		_, err = d.root.PoisonFuture(d.pid).Result()
-	}
+	err := d.router.Close()
 	if d.system != nil {
 		d.system.Shutdown()
 	}
-	if err != nil && !errors.Is(err, actor.ErrTimeout) {
-		return err
-	}
-	return nil
+	return err
 }
 
 // Cancel cancels every running turn (used on shutdown signals); their

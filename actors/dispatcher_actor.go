@@ -39,29 +39,41 @@ var sessionSupervisor = actor.NewOneForOneStrategy(0, 0, func(any) actor.Directi
 
 func (a *dispatcherActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *dispatchRequest:
-		a.route(ctx, m.turn.Session, m, true)
 	case *messages.DispatchTurn:
 		if err := checkTurn(m); err != nil {
 			ctx.Respond(&messages.TurnResult{Session: m.GetSession(), Error: err.Error()})
 			return
 		}
-		a.route(ctx, m.Session, &dispatchRequest{turn: m}, true)
+		a.route(ctx, m.Session, m, true)
 	case *messages.ConfirmReply:
 		if !a.route(ctx, m.Session, m, false) {
 			ctx.Respond(&messages.ConfirmAck{Status: "not_found"})
 		}
-	case *cancelTurn:
-		a.route(ctx, m.session, m, false)
-	case *endRunRequest:
-		a.route(ctx, m.session, m, true)
-	case *clientResultRequest:
-		a.route(ctx, m.session, m, true)
+	case *messages.CancelTurn:
+		a.route(ctx, m.Session, m, false)
+	case *messages.AnswerQuestion:
+		// A question is asked by a running turn, so its session has an actor.
+		if !a.route(ctx, m.Session, m, false) {
+			ctx.Respond(&messages.Ack{Error: ackNoPending})
+		}
+	case *messages.EndRun:
+		a.routeJob(ctx, m.Session, m)
+	case *messages.ClientResult:
+		a.routeJob(ctx, m.Session, m)
 	case *sessionIdle:
 		a.passivate(ctx, m)
 	case *actor.Terminated:
 		a.terminated(ctx, m.Who)
 	}
+}
+
+// routeJob routes an end-run or client result, which needs a session.
+func (a *dispatcherActor) routeJob(ctx actor.Context, session string, msg any) {
+	if session == "" {
+		ctx.Respond(&messages.Ack{Error: ErrBadRequest.Error() + ": no session id"})
+		return
+	}
+	a.route(ctx, session, msg, true)
 }
 
 // route delivers msg (with its original sender) to the session's actor,
@@ -85,26 +97,11 @@ func (a *dispatcherActor) route(ctx actor.Context, session string, msg any, crea
 
 func (a *dispatcherActor) spawn(ctx actor.Context, session string) *sessionEntry {
 	cfg := a.cfg
-	props := actor.PropsFromProducer(func() actor.Actor { return newSessionActor(cfg, session) },
-		actor.WithSenderMiddleware(signIdle))
-	pid := ctx.Spawn(props)
+	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newSessionActor(cfg, session) }))
 	e := &sessionEntry{pid: pid}
 	a.sessions[session] = e
 	a.byPID[pid.Id] = session
 	return e
-}
-
-// signIdle makes a session's *sessionIdle carry the session actor as its
-// sender: passivate finds the session by its sender, and a notice sent with
-// a plain Send has none (every idle notice was dropped, and local sessions
-// were never passivated).
-func signIdle(next actor.SenderFunc) actor.SenderFunc {
-	return func(c actor.SenderContext, target *actor.PID, env *actor.MessageEnvelope) {
-		if _, ok := env.Message.(*sessionIdle); ok && env.Sender == nil {
-			env.Sender = c.Self()
-		}
-		next(c, target, env)
-	}
 }
 
 // passivate stops an idle session actor when nothing is in flight to it.

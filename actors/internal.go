@@ -1,10 +1,10 @@
 package actors
 
 import (
-	"github.com/asynkron/protoactor-go/actor"
-
 	"context"
 	"errors"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -14,46 +14,15 @@ import (
 
 // Messages that never leave the actor system. Each is immutable once sent.
 
-// dispatchRequest carries a turn from the API to its session; id lets a
-// cancellation name it.
-type dispatchRequest struct {
-	id   uint64
-	turn *messages.DispatchTurn
-}
-
-// cancelTurn cancels the turn of dispatchRequest id (the caller went away).
-type cancelTurn struct {
-	session string
-	id      uint64
-}
-
-// endRunRequest deletes a run's state once the session's queued turns end.
-type endRunRequest struct {
-	session string
-	run     string
-}
-
-// endRunReply answers endRunRequest.
-type endRunReply struct{ err error }
-
-// clientResultRequest commits a client tool's result.
-type clientResultRequest struct {
-	session, callID, content string
-	isError                  bool
-}
-
-// clientResultReply answers clientResultRequest.
-type clientResultReply struct{ err error }
-
 // sessionIdle tells the dispatcher a session has had no work; received is how
 // many messages it got from the dispatcher, so the dispatcher knows none is
-// in flight.
+// in flight. The session sends it with Request, so the dispatcher knows the
+// sender.
 type sessionIdle struct{ received uint64 }
 
 // turnFinished tells the session its current turn is done.
 type turnFinished struct {
-	id  uint64
-	pid *actor.PID // the turn actor: ids of turns sent as plain messages are 0
+	pid *actor.PID // the turn actor
 	// failed: the commit did not happen; the session's cached state is stale.
 	failed bool
 }

@@ -141,7 +141,7 @@ func (a *poolActor) Receive(ctx actor.Context) {
 		a.watchdog(ctx, m)
 	case *watchdogTick:
 		a.watchdogTick(ctx)
-	case *cancelTurn:
+	case *messages.CancelTurn:
 		a.cancelTurn(ctx)
 	case *actor.Terminated:
 		if r, ok := a.byPID[m.Who.Id]; ok {

@@ -74,7 +74,7 @@ func (a *preflightActor) Receive(ctx actor.Context) {
 		if a.asking != nil && a.asking.idx == m.idx {
 			a.decideAsk(ctx, false, fmt.Sprintf("no answer within %s", a.in.cfg.ConfirmTimeout))
 		}
-	case *cancelTurn:
+	case *messages.CancelTurn:
 		a.canceled = true
 		if a.asking != nil {
 			a.decideAsk(ctx, false, "the turn was canceled")

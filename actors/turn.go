@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -24,13 +25,14 @@ type turnActor struct {
 	cfg     Config
 	session string
 	commit  *actor.PID
-	req     *dispatchRequest
+	req     *messages.DispatchTurn
 	replyTo *actor.PID
 
 	run      string
 	provider string
 	turn     int64
 	view     *toolkit.View
+	policy   *chaos.Policy
 	runState *cachestore.RunState
 	em       *emitter
 
@@ -68,15 +70,9 @@ func coordinatorProps(producer actor.Producer) *actor.Props {
 
 var syncDispatcher = actor.NewSynchronizedDispatcher(300)
 
-func newTurnActor(cfg Config, session string, commit *actor.PID, req *dispatchRequest, replyTo *actor.PID) *turnActor {
-	run := req.turn.Run
-	if run == "" {
-		run = defaultRun
-	}
-	provider := req.turn.Provider
-	if provider == "" {
-		provider = "openai"
-	}
+func newTurnActor(cfg Config, session string, commit *actor.PID, req *messages.DispatchTurn, replyTo *actor.PID) *turnActor {
+	run := cmp.Or(req.Run, defaultRun)
+	provider := cmp.Or(req.Provider, defaultProvider)
 	return &turnActor{cfg: cfg, session: session, commit: commit, req: req, replyTo: replyTo, run: run, provider: provider}
 }
 
@@ -95,7 +91,7 @@ func (a *turnActor) Receive(ctx actor.Context) {
 		}
 	case *poolDone:
 		a.poolDone(ctx, m)
-	case *cancelTurn:
+	case *messages.CancelTurn:
 		a.cancelTurn(ctx, m)
 	case *messages.ConfirmReply:
 		if a.preflight == nil {
@@ -125,22 +121,23 @@ func (a *turnActor) start(ctx actor.Context) {
 	if a.cfg.member {
 		member = ctx.ActorSystem().Address()
 	}
-	a.tr = startTurnTrace(&a.cfg, a.session, a.run, a.provider, a.req.turn, member)
+	a.tr = startTurnTrace(&a.cfg, a.session, a.run, a.provider, a.req, member)
 	a.log = a.tr.logger(a.cfg.Logger)
-	var client []*toolkit.Tool
-	for _, s := range a.req.turn.ClientTools {
-		client = append(client, toolkit.ClientToolFromSpec(s.GetName(), s.GetDescription(), s.GetParameters()))
+	// What Dispatch prepared for this request; a turn from elsewhere (a
+	// cluster member, a message to the dispatcher actor) is prepared here.
+	p := a.cfg.preps.take(a.req)
+	if p == nil {
+		var err error
+		if p, err = prepare(&a.cfg, a.req); err != nil {
+			a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Error: err.Error()}, false)
+			return
+		}
 	}
-	view, err := toolkit.NewView(a.cfg.Registry, a.provider, client, a.cfg.exclude(a.req.turn.Exclude))
-	if err != nil {
-		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Error: "bad client_tools: " + err.Error()}, false)
-		return
+	a.view, a.policy = p.view, p.policy
+	if a.req.TurnId != "" {
+		a.callsHash = callsHash(a.req.Message.GetToolCalls())
 	}
-	a.view = view
-	if a.req.turn.TurnId != "" {
-		a.callsHash = callsHash(a.req.turn.Message.GetToolCalls())
-	}
-	ctx.Request(a.commit, &prepareTurn{run: a.run, turnID: a.req.turn.TurnId, callsHash: a.callsHash})
+	ctx.Request(a.commit, &prepareTurn{run: a.run, turnID: a.req.TurnId, callsHash: a.callsHash})
 }
 
 func (a *turnActor) prepared(ctx actor.Context, p *prepared) {
@@ -152,7 +149,7 @@ func (a *turnActor) prepared(ctx actor.Context, p *prepared) {
 	case p.conflict:
 		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Conflict: true,
 			Error: fmt.Sprintf("turn_id %q is already committed (turn %d) with other calls; nothing ran. "+
-				"Send the same calls to replay that turn, or use a new turn_id.", clip(a.req.turn.TurnId, 80), p.replay.GetTurn())}, false)
+				"Send the same calls to replay that turn, or use a new turn_id.", clip(a.req.TurnId, 80), p.replay.GetTurn())}, false)
 	case p.replay != nil:
 		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: p.replay.Run, Turn: p.replay.Turn,
 			Messages: p.replay.ToolMessages, Replayed: true}, false)
@@ -165,14 +162,10 @@ func (a *turnActor) prepared(ctx actor.Context, p *prepared) {
 }
 
 func (a *turnActor) startPreflight(ctx actor.Context) {
-	policy := a.cfg.Chaos
-	if p, _ := chaos.Parse(a.req.turn.Chaos); p != nil {
-		policy = p
-	}
 	in := &preflightInput{
-		cfg: a.cfg, view: a.view, runState: a.runState, em: a.em, provider: a.provider, run: a.run, turn: a.turn, chaos: policy,
-		calls: a.req.turn.Message.GetToolCalls(), approve: LowerApproval(a.req.turn.Approve, a.cfg.MaxApprove),
-		autoLoad: a.req.turn.AutoLoadSchemas, turnCtx: a.ctx,
+		cfg: a.cfg, view: a.view, runState: a.runState, em: a.em, provider: a.provider, run: a.run, turn: a.turn, chaos: a.policy,
+		calls: a.req.Message.GetToolCalls(), approve: LowerApproval(a.req.Approve, a.cfg.MaxApprove),
+		autoLoad: a.req.AutoLoadSchemas, turnCtx: a.ctx,
 	}
 	a.tr.startPreflight()
 	a.preflight = ctx.Spawn(coordinatorProps(func() actor.Actor { return newPreflightActor(in) }))
@@ -198,8 +191,8 @@ func (a *turnActor) preflightDone(ctx actor.Context, m *preflightDone) {
 	}
 	a.tr.startExecute(len(run))
 	intent := &cachestore.Intent{
-		Session: a.session, Turn: a.turn, Run: a.run, TurnID: a.req.turn.TurnId, Provider: a.provider,
-		Assistant: a.req.turn.Message, Decided: map[int]*messages.ToolMessage{}, CallsHash: a.callsHash,
+		Session: a.session, Turn: a.turn, Run: a.run, TurnID: a.req.TurnId, Provider: a.provider,
+		Assistant: a.req.Message, Decided: map[int]*messages.ToolMessage{}, CallsHash: a.callsHash,
 		Names: make([]string, len(a.plans)), IDs: make([]string, len(a.plans)),
 	}
 	for i, p := range a.plans {
@@ -231,7 +224,7 @@ func (a *turnActor) poolDone(ctx actor.Context, m *poolDone) {
 	a.commitTurn(ctx, m.outcomes)
 }
 
-func (a *turnActor) cancelTurn(ctx actor.Context, m *cancelTurn) {
+func (a *turnActor) cancelTurn(ctx actor.Context, m *messages.CancelTurn) {
 	if a.cancel != nil {
 		a.cancel()
 	}
@@ -293,7 +286,7 @@ func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome)
 	}
 	c := &cachestore.TurnCommit{
 		Session: a.session,
-		Record: &messages.TurnRecord{Turn: a.turn, Run: a.run, TurnId: a.req.turn.TurnId, Assistant: a.req.turn.Message,
+		Record: &messages.TurnRecord{Turn: a.turn, Run: a.run, TurnId: a.req.TurnId, Assistant: a.req.Message,
 			ToolMessages: msgs, TimeUnixNano: a.cfg.Clock().UnixNano(), Provider: a.provider, CallsHash: a.callsHash},
 		FetchedAdd: dedupStrings(fetched),
 		DedupPut:   dedupPut,
@@ -339,8 +332,8 @@ func (a *turnActor) reply(ctx actor.Context, r *messages.TurnResult, failed bool
 	}
 	a.tr.end(r)
 	logTurn(a.log, a.session, r, a.started)
-	ctx.Send(a.replyTo, r)
-	ctx.Send(ctx.Parent(), &turnFinished{id: a.req.id, pid: ctx.Self(), failed: failed})
+	send(ctx, a.replyTo, r)
+	ctx.Send(ctx.Parent(), &turnFinished{pid: ctx.Self(), failed: failed})
 	if a.cancel != nil {
 		a.cancel()
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tooldispatch/tooldispatch/actors"
+	tdcluster "github.com/tooldispatch/tooldispatch/actors/cluster"
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/cachestore/postgres"
 )
@@ -47,16 +47,16 @@ func clusterStore(o *options, local cachestore.Store, log zerolog.Logger) (cache
 
 // clusterOptions builds the member's cluster options from the flags: etcd
 // membership with --etcd, a static member list with --peers.
-func clusterOptions(o *options) (actors.ClusterOptions, error) {
+func clusterOptions(o *options) (tdcluster.Options, error) {
 	host, portText, err := net.SplitHostPort(o.clusterAddr)
 	if err != nil {
-		return actors.ClusterOptions{}, fmt.Errorf("--cluster-addr: %w", err)
+		return tdcluster.Options{}, fmt.Errorf("--cluster-addr: %w", err)
 	}
 	port, err := strconv.Atoi(portText)
 	if err != nil {
-		return actors.ClusterOptions{}, fmt.Errorf("--cluster-addr: bad port %q", portText)
+		return tdcluster.Options{}, fmt.Errorf("--cluster-addr: bad port %q", portText)
 	}
-	co := actors.ClusterOptions{Name: o.clusterName, Host: host, Port: port}
+	co := tdcluster.Options{Name: o.clusterName, Host: host, Port: port}
 	switch {
 	case o.etcd != "" && o.peers != "":
 		return co, errors.New("give --etcd or --peers, not both")

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/actors"
+	tdcluster "github.com/tooldispatch/tooldispatch/actors/cluster"
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service"
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -286,7 +287,7 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 		}
 		s.store, acfg.Store = shared, shared
 		// err, not a new variable: it is checked below.
-		s.disp, err = actors.NewClusterMember(acfg, co)
+		s.disp, err = tdcluster.NewMember(acfg, co)
 	} else {
 		s.disp, err = actors.New(acfg)
 	}
