@@ -80,7 +80,7 @@ func (e *env) chaosPlan(args []string) error {
 		p := policy
 		if t.Chaos != "" {
 			if p, err = chaos.Parse(t.Chaos); err != nil {
-				return failf(exitInput, "%v", err)
+				return failf(exitInput, "%v", &inputError{Turn: t.Index, Offset: t.Offset, Err: err})
 			}
 		}
 		for _, f := range p.Plan(run, turn, t.Message.GetToolCalls()) {

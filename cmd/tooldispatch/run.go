@@ -292,7 +292,7 @@ func (r *runner) watchSignals(cancel context.CancelFunc) (stop func() os.Signal)
 
 // dispatch runs one turn and queues its result lines.
 func (r *runner) dispatch(ctx context.Context, t *inputTurn) error {
-	dt, err := r.request(t)
+	p, err := r.request(t)
 	var refused *turnRefused
 	if errors.As(err, &refused) {
 		r.refuse(refused)
@@ -301,7 +301,7 @@ func (r *runner) dispatch(ctx context.Context, t *inputTurn) error {
 	if err != nil {
 		return &exitError{code: exitInput, err: err}
 	}
-	res, err := r.stack.disp.Dispatch(ctx, dt)
+	res, err := r.stack.disp.DispatchPrepared(ctx, p)
 	if res != nil {
 		r.out.TurnReply(res.GetTurn(), res.GetMessages(), r.shape(t.Format))
 	}
@@ -354,9 +354,9 @@ func (r *runner) refuse(tr *turnRefused) {
 	r.out.TurnReply(0, msgs, r.shape(tr.turn.Format))
 }
 
-// request builds the DispatchTurn of t: the envelope's fields over the
-// flags, and the run's declarations.
-func (r *runner) request(t *inputTurn) (*messages.DispatchTurn, error) {
+// request builds and prepares the DispatchTurn of t: the envelope's fields
+// over the flags, and the run's declarations.
+func (r *runner) request(t *inputTurn) (*actors.Prepared, error) {
 	dt := &messages.DispatchTurn{
 		Session:         cmp.Or(t.Session, r.o.session),
 		Run:             cmp.Or(t.Run, r.o.run),
@@ -378,23 +378,6 @@ func (r *runner) request(t *inputTurn) (*messages.DispatchTurn, error) {
 	if t.HasExclude {
 		decl.exclude = t.Exclude
 	}
-	if len(decl.clientTools) > 0 {
-		// The dispatcher reports bad client tools as a failure of the
-		// turn; they are bad input, so check them here.
-		tools := make([]*toolkit.Tool, len(decl.clientTools))
-		for i, s := range decl.clientTools {
-			tools[i] = toolkit.ClientToolFromSpec(s.GetName(), s.GetDescription(), s.GetParameters())
-		}
-		if _, err := toolkit.NewView(r.stack.reg, dt.Provider, tools, decl.exclude); err != nil {
-			ie := &inputError{Turn: t.Index, Offset: t.Offset, Err: fmt.Errorf("client_tools: %w", err)}
-			if errors.Is(err, toolkit.ErrToolCollision) {
-				r.decls[key] = decl
-				return nil, &turnRefused{turn: t, err: ie}
-			}
-			return nil, ie
-		}
-	}
-	r.decls[key] = decl
 	dt.ClientTools, dt.Exclude = decl.clientTools, decl.exclude
 
 	// --approve (ask when absent) is a ceiling (SPEC §16): a turn may
@@ -407,5 +390,19 @@ func (r *runner) request(t *inputTurn) (*messages.DispatchTurn, error) {
 		}
 		dt.Approve = r.askOrNone(who)
 	}
-	return dt, nil
+	// The dispatcher checks the turn and builds its tools view and chaos
+	// policy once, before anything runs: what it refuses is bad input.
+	p, err := r.stack.disp.Prepare(dt)
+	if err != nil {
+		ie := &inputError{Turn: t.Index, Offset: t.Offset, Err: err}
+		if errors.Is(err, toolkit.ErrToolCollision) {
+			// A well-formed turn that cannot run as declared: refused,
+			// the run keeps its declarations, the input goes on.
+			r.decls[key] = decl
+			return nil, &turnRefused{turn: t, err: ie}
+		}
+		return nil, ie
+	}
+	r.decls[key] = decl
+	return p, nil
 }

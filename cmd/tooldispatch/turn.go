@@ -9,7 +9,6 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/messages"
-	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
 
 // inputTurn is one turn read from run input: the assistant message and the
@@ -102,9 +101,7 @@ func parseTurn(raw []byte, at int64) (*inputTurn, error) {
 		t.Traceparent = env.Traceparent
 		_, t.HasAutoLoadSchemas = keys["auto_load_schemas"]
 		if len(env.Chaos) > 0 && string(env.Chaos) != "null" {
-			if _, err := chaos.Parse(string(env.Chaos)); err != nil {
-				return nil, &inputError{Offset: at, Err: err}
-			}
+			// Checked by whoever uses it (the dispatcher, chaos plan).
 			t.Chaos = string(env.Chaos)
 		}
 		_, t.HasExclude = keys["exclude"]

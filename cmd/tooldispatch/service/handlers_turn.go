@@ -10,7 +10,6 @@ import (
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
-	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
 
 // maxIDLen is the longest session, run or turn id the dispatcher takes.
@@ -44,11 +43,12 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	dt, key, decl, shape, e := s.turnFromRequest(r.PathValue("session"), &req)
+	p, key, decl, shape, e := s.turnFromRequest(r.PathValue("session"), &req)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
+	dt := p.Turn()
 	release, err := s.gates.acquire(r.Context(), dt.Session)
 	if err != nil {
 		// The client went away while an earlier turn of the session ran.
@@ -62,11 +62,11 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	s.runs.put(key, decl)
 	if wantsEventStream(r) {
-		s.streamTurn(w, r, dt, shape)
+		s.streamTurn(w, r, p, shape)
 		return
 	}
-	res, err := s.opts.Dispatcher.Dispatch(r.Context(), dt)
-	code, body := s.turnOutcome(dt, res, err, shape)
+	res, err := s.opts.Dispatcher.DispatchPrepared(r.Context(), p)
+	code, body := s.turnOutcome(p.Turn(), res, err, shape)
 	writeJSON(w, code, body)
 }
 
@@ -74,7 +74,8 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 // error) event. The caller holds the session's gate, so every event on the
 // session's subscription belongs to this turn. The result carries the
 // messages in shape.
-func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, dt *messages.DispatchTurn, shape messages.Shape) {
+func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, p *actors.Prepared, shape messages.Shape) {
+	dt := p.Turn()
 	ch, cancel := s.opts.Broker.subscribe(dt.Session, 0, false)
 	defer func() { cancel() }()
 	st := startSSE(w)
@@ -82,7 +83,7 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, dt *messages
 
 	done := make(chan dispatched, 1)
 	go func() {
-		res, err := s.opts.Dispatcher.Dispatch(r.Context(), dt)
+		res, err := s.opts.Dispatcher.DispatchPrepared(r.Context(), p)
 		done <- dispatched{res, err}
 	}()
 	tick := time.NewTicker(keepAliveInterval)
@@ -168,11 +169,11 @@ func (s *Server) turnOutcome(dt *messages.DispatchTurn, res *messages.TurnResult
 	return code, f
 }
 
-// turnFromRequest checks a turn request and builds the DispatchTurn, with
-// the run's earlier declarations for what the request leaves out, and the
-// shape its results go back in.
-func (s *Server) turnFromRequest(session string, req *turnRequest) (*messages.DispatchTurn, runKey, runDecl, messages.Shape, *apiError) {
-	bad := func(format string, args ...any) (*messages.DispatchTurn, runKey, runDecl, messages.Shape, *apiError) {
+// turnFromRequest checks a turn request and builds and prepares the
+// DispatchTurn, with the run's earlier declarations for what the request
+// leaves out, and the shape its results go back in.
+func (s *Server) turnFromRequest(session string, req *turnRequest) (*actors.Prepared, runKey, runDecl, messages.Shape, *apiError) {
+	bad := func(format string, args ...any) (*actors.Prepared, runKey, runDecl, messages.Shape, *apiError) {
 		return nil, runKey{}, runDecl{}, "", errorf(http.StatusBadRequest, format, args...)
 	}
 	switch {
@@ -227,18 +228,8 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*messages.Di
 	}
 	key := runKey{session, cmp.Or(req.Run, defaultRun)}
 	decl := s.runs.merge(key, specs, req.ClientTools != nil, exclude, req.Exclude != nil)
-	if len(decl.clientTools) > 0 {
-		// The dispatcher reports bad client tools as a failure of the turn;
-		// they are bad input, so check them here.
-		if _, err := s.view(req.Provider, decl); err != nil {
-			return bad("client_tools: %s", err.Error())
-		}
-	}
 	var policy string
 	if len(req.Chaos) > 0 && string(req.Chaos) != "null" {
-		if _, err := chaos.Parse(string(req.Chaos)); err != nil {
-			return bad("%s", err.Error())
-		}
 		policy = string(req.Chaos)
 	}
 	dt := &messages.DispatchTurn{
@@ -246,7 +237,14 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*messages.Di
 		ClientTools: decl.clientTools, Exclude: s.exclude(decl),
 		Approve: approve, TurnId: req.TurnID, AutoLoadSchemas: autoLoad, Chaos: policy,
 	}
-	return dt, key, decl, messages.ReplyShape(format, reply), nil
+	// The dispatcher checks the turn and builds its tools view (client
+	// tools) and chaos policy once, before the response starts: what it
+	// refuses is a 400.
+	p, err := s.opts.Dispatcher.Prepare(dt)
+	if err != nil {
+		return bad("%s", err.Error())
+	}
+	return p, key, decl, messages.ReplyShape(format, reply), nil
 }
 
 // view builds the tools view of a run with its declarations.
