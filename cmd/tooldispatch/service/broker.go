@@ -1,10 +1,13 @@
 package service
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
+	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
@@ -13,6 +16,14 @@ import (
 // was sent: resubscribing after it (Last-Event-ID) replays what the session's
 // ring still holds.
 const EventLagged = "lagged"
+
+// EventConfirmDecided is the kind of the event the broker adds when a
+// pending confirmation is settled: answered over the API (Status approved
+// or denied), or decided by the dispatcher (timed out, canceled, the turn
+// ended; Status is the settling event's status or kind). It has no
+// sequence number of its own and is not replayed: a new subscriber simply
+// no longer gets the confirmation.
+const EventConfirmDecided = "confirm_decided"
 
 // Defaults of BrokerOptions.
 const (
@@ -109,7 +120,58 @@ func (b *Broker) Publish(ev *messages.Event) {
 	defer b.mu.Unlock()
 	s := b.sessionLocked(ev.Session)
 	s.remember(ev, b.opts)
-	s.track(ev, b.opts.RecentTurns)
+	settled := s.track(ev, b.opts.RecentTurns)
+	b.fanOutLocked(s, ev)
+	if settled != nil {
+		b.fanOutLocked(s, decidedEvent(settled, settledStatus(ev)))
+	}
+}
+
+// ConfirmAnswered removes a confirmation the API answered from the pending
+// list and tells the subscribers with an EventConfirmDecided, so the
+// operator page drops it at once rather than when the call starts. It does
+// nothing when the confirmation is no longer pending.
+func (b *Broker) ConfirmAnswered(session, callID string, approved bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.sessions[session]
+	if !ok {
+		return
+	}
+	p, ok := s.pending[callID]
+	if !ok {
+		return
+	}
+	delete(s.pending, callID)
+	status := "denied"
+	if approved {
+		status = "approved"
+	}
+	b.fanOutLocked(s, decidedEvent(&p.PendingConfirm, status))
+}
+
+// decidedEvent is the EventConfirmDecided of a settled confirmation.
+func decidedEvent(p *PendingConfirm, status string) *messages.Event {
+	return &messages.Event{Kind: EventConfirmDecided, Session: p.Session, Run: p.Run, Turn: p.Turn,
+		CallId: p.CallID, Tool: p.Tool, Status: status, TimeUnixNano: time.Now().UnixNano()}
+}
+
+// settledStatus is the Status of the EventConfirmDecided that ev causes.
+func settledStatus(ev *messages.Event) string {
+	switch ev.GetKind() {
+	case actors.EventToolCallStart:
+		return "approved"
+	case actors.EventToolSkipped:
+		return "skipped"
+	case actors.EventToolDeduped:
+		return "deduped"
+	}
+	return cmp.Or(ev.GetStatus(), ev.GetKind())
+}
+
+// fanOutLocked hands ev to the subscribers of its session and of every
+// session.
+func (b *Broker) fanOutLocked(s *sessionLog, ev *messages.Event) {
 	for sub := range s.subs {
 		b.deliverLocked(sub, ev)
 	}
@@ -190,7 +252,7 @@ func (b *Broker) deliverLocked(sub *subscriber, ev *messages.Event) {
 		return
 	}
 	sub.ch <- ev
-	if sub.session != "" {
+	if sub.session != "" && ev.GetSeq() != 0 {
 		sub.lastSeq = ev.GetSeq()
 	}
 }

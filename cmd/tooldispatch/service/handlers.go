@@ -56,6 +56,7 @@ func (s *Server) handleConfirm(w http.ResponseWriter, r *http.Request) {
 	}
 	switch ack.GetStatus() {
 	case ackAccepted:
+		s.opts.Broker.ConfirmAnswered(session, callID, *req.Approve)
 		writeJSON(w, http.StatusOK, statusReply{Status: ackAccepted})
 	case ackNotFound:
 		writeJSON(w, http.StatusNotFound, statusReply{Status: ackNotFound, Error: "no pending confirmation of that call in this session"})

@@ -6,7 +6,8 @@
   'use strict';
 
   const KINDS = ['tool_call', 'tool_call_start', 'tool_call_text', 'tool_call_end', 'exec_error',
-    'tool_result', 'tool_confirm', 'tool_skipped', 'tool_deduped', 'schema_returned', 'lagged', 'secret_request'];
+    'tool_result', 'tool_confirm', 'tool_skipped', 'tool_deduped', 'schema_returned', 'lagged', 'secret_request',
+    'confirm_decided'];
   const MAX_ROWS = 200;   // call rows per session
   const MAX_EVENTS = 50;  // live events listed per session
 
@@ -244,6 +245,11 @@
         break;
       case 'secret_request':
         refreshPending();
+        break;
+      case 'confirm_decided':
+        // Answered (here, elsewhere or by the API), timed out or canceled:
+        // it no longer waits.
+        removePending('confirms', ev.session, ev.call_id);
         break;
       case 'tool_skipped':
       case 'tool_deduped':

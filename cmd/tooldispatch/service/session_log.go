@@ -178,8 +178,9 @@ func (s *sessionLog) pendingEvents(seq uint64) []*messages.Event {
 }
 
 // track updates the pending confirmations and questions and the turn
-// summaries with one event.
-func (s *sessionLog) track(ev *messages.Event, recentTurns int) {
+// summaries with one event. It returns the confirmation the event settled,
+// if one was pending.
+func (s *sessionLog) track(ev *messages.Event, recentTurns int) (settled *PendingConfirm) {
 	since := eventTime(ev)
 	c := s.call(ev, since, recentTurns)
 	switch ev.GetKind() {
@@ -202,7 +203,7 @@ func (s *sessionLog) track(ev *messages.Event, recentTurns int) {
 		}}
 		setState(c, StateConfirm, "")
 	case actors.EventToolCallStart:
-		s.unpend(ev)
+		settled = s.unpend(ev)
 		if ev.GetTool() == askUserTool {
 			s.questions[ev.GetCallId()] = &pendingQuestion{ev: ev, PendingQuestion: PendingQuestion{
 				Session: ev.GetSession(), Run: ev.GetRun(), Turn: ev.GetTurn(), CallID: ev.GetCallId(),
@@ -211,23 +212,27 @@ func (s *sessionLog) track(ev *messages.Event, recentTurns int) {
 		}
 		setState(c, StateRunning, "")
 	case actors.EventToolSkipped, actors.EventToolDeduped, actors.EventSchemaReturned:
-		s.unpend(ev)
+		settled = s.unpend(ev)
 		setState(c, StateDecided, "")
 	case actors.EventToolCallEnd:
 		s.unask(ev)
 		setState(c, StateEnded, ev.GetStatus())
 	case actors.EventToolResult:
-		s.unpend(ev)
+		settled = s.unpend(ev)
 		s.unask(ev)
 		setState(c, StateDone, ev.GetStatus())
 	}
+	return settled
 }
 
-// unpend removes the call's pending confirmation.
-func (s *sessionLog) unpend(ev *messages.Event) {
+// unpend removes the call's pending confirmation and returns it; nil when
+// none was pending.
+func (s *sessionLog) unpend(ev *messages.Event) *PendingConfirm {
 	if p, ok := s.pending[ev.GetCallId()]; ok && p.Turn == ev.GetTurn() {
 		delete(s.pending, ev.GetCallId())
+		return &p.PendingConfirm
 	}
+	return nil
 }
 
 // unask removes the call's pending question.
