@@ -112,6 +112,8 @@
       el('div', { class: 'actions' },
         el('button', { type: 'button', class: 'approve', text: 'Approve' }),
         el('button', { type: 'button', class: 'deny', text: 'Deny' }),
+        el('input', { type: 'text', class: 'deny-reason', maxLength: 500,
+          placeholder: 'reason for denying (optional)', ariaLabel: 'Reason for denying, sent to the model' }),
         el('span', { class: 'note', role: 'status' }))));
   }
 
@@ -182,14 +184,25 @@
     if (!btn) return;
     const li = btn.closest('li.confirm');
     const approve = btn.classList.contains('approve');
+    answerConfirm(li, approve);
+  });
+
+  // answerConfirm approves or denies a pending confirmation; a denial
+  // carries the reason typed next to Deny, which reaches the model.
+  async function answerConfirm(li, approve) {
+    if (li.dataset.sending) return;
+    li.dataset.sending = '1';
     li.querySelectorAll('button').forEach((b) => { b.disabled = true; });
     const note = q('.note', li);
     note.textContent = 'sending…';
+    const typed = (q('input.deny-reason', li) || {}).value || '';
     const res = await post(callURL(li, 'confirm'), {
-      approve, args_hash: li.dataset.argsHash, reason: approve ? '' : 'denied on the operator page' });
+      approve, args_hash: li.dataset.argsHash, reason: approve ? '' : (typed.trim() || 'denied on the operator page') });
+    delete li.dataset.sending;
     if (res.ok) {
-      li.dataset.answered = approve ? 'approved' : 'denied';
-      note.textContent = li.dataset.answered;
+      // Answered: it leaves the list now (confirm_decided says so too).
+      li.remove();
+      updateEmpty();
     } else if (res.status === 404 || res.status === 409) {
       note.textContent = res.error || 'no longer pending';
       setTimeout(() => { li.remove(); updateEmpty(); }, 1500);
@@ -197,7 +210,7 @@
       note.textContent = res.error || `failed (${res.status})`;
       li.querySelectorAll('button').forEach((b) => { b.disabled = false; });
     }
-  });
+  }
 
   document.addEventListener('submit', async (e) => {
     const form = e.target.closest('form.answer-form');
