@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -319,6 +320,10 @@ func (d *Dispatcher) request(ctx context.Context, session string, msg any) (any,
 
 // Store returns the store the dispatcher writes, for reading sessions back.
 func (d *Dispatcher) Store() cachestore.Store { return d.cfg.Store }
+
+// ConfirmTimeout returns how long a confirmation waits for an answer
+// (Config.ConfirmTimeout, default filled in).
+func (d *Dispatcher) ConfirmTimeout() time.Duration { return d.cfg.ConfirmTimeout }
 
 // Close stops accepting turns and waits for running ones to end; when ctx
 // ends first it cancels them and waits for their commit. Then it stops the dispatcher actor and, if the

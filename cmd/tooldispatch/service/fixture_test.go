@@ -109,7 +109,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	if f.srv, err = New(Options{
 		Dispatcher: f.disp, Registry: f.reg, Store: f.store, Broker: f.broker, Metrics: f.metrics,
-		Token: o.token, AllowOrigins: o.allowOrigins, MaxBodyBytes: o.maxBody, Replies: o.replies,
+		Token: o.token, AllowOrigins: o.allowOrigins, MaxBodyBytes: o.maxBody, Replies: o.replies, Workspace: f.ws,
 		Approve: cmp.Or(o.approve, actors.ApproveAll), Exclude: o.exclude, AutoLoadSchemas: o.autoLoad,
 	}); err != nil {
 		f.close()

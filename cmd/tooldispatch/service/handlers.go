@@ -253,12 +253,13 @@ func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 }
 
 // handlePending serves GET /v1/pending: what waits for an answer in every
-// session.
+// session; each confirmation with what it would change (a diff of the file,
+// a command line) and when it times out.
 func (s *Server) handlePending(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, struct {
-		Confirmations []PendingConfirm  `json:"confirmations"`
+		Confirmations []PendingView     `json:"confirmations"`
 		Questions     []PendingQuestion `json:"questions"`
-	}{nonNil(s.opts.Broker.Pending("")), nonNil(s.opts.Broker.Questions(""))})
+	}{nonNil(s.pendingViews(s.opts.Broker.Pending(""))), nonNil(s.opts.Broker.Questions(""))})
 }
 
 // nonNil returns an empty slice for nil, so JSON shows [] and not null.

@@ -35,7 +35,7 @@ var staticTypes = map[string]string{
 // pageData is what page.html renders.
 type pageData struct {
 	Sessions  []pageSession
-	Confirms  []PendingConfirm
+	Confirms  []PendingView
 	Questions []PendingQuestion
 }
 
@@ -110,7 +110,7 @@ func (s *Server) handleStatic(w http.ResponseWriter, r *http.Request) {
 // pageData gathers the page's first state.
 func (s *Server) pageData(ctx context.Context) (*pageData, error) {
 	b := s.opts.Broker
-	data := &pageData{Confirms: b.Pending(""), Questions: b.Questions("")}
+	data := &pageData{Confirms: s.pendingViews(b.Pending("")), Questions: b.Questions("")}
 	live := b.Sessions()
 	ids := slices.Clone(live)
 	if len(ids) < pageSessions {

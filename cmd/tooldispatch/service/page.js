@@ -102,13 +102,36 @@
       el('code', { class: 'tool', text: p.tool }), ' · ', el('code', { class: 'call-id', text: p.call_id }));
   }
 
+  // diffBlock shows a diff computed by the server, one span per line,
+  // each set as text.
+  function diffBlock(diff) {
+    const pre = el('pre', { class: 'diff' });
+    for (const line of diff.replace(/\n$/, '').split('\n')) {
+      let kind = 'ctx';
+      if (line.startsWith('+++') || line.startsWith('---')) kind = 'file';
+      else if (line.startsWith('@@')) kind = 'hunk';
+      else if (line.startsWith('+')) kind = 'add';
+      else if (line.startsWith('-')) kind = 'del';
+      pre.append(el('span', { class: kind, text: line }), '\n');
+    }
+    return pre;
+  }
+
   function addConfirm(p) {
     if (q(pendingSel('confirms', p.session, p.call_id))) return;
+    const extra = [];
+    if (p.command) extra.push(el('pre', { class: 'command', text: '$ ' + p.command }));
+    if (p.diff) extra.push(diffBlock(p.diff));
+    else if (p.note) extra.push(el('p', { class: 'diff-note', text: p.note }));
+    const args = el('details', { class: 'args-box' }, el('summary', { text: 'Arguments' }),
+      el('pre', { class: 'args', text: p.arguments }));
+    if (!p.diff && !p.command) args.open = true;
+    const timing = el('p', { class: 'timing', 'data-since': p.since || '', 'data-timeout-at': p.timeout_at || '' });
     q('#confirms').append(el('li', { class: 'confirm', 'data-session': p.session, 'data-call-id': p.call_id,
       'data-args-hash': p.args_hash, 'data-turn': String(p.turn) },
       what(p),
       el('p', { class: 'question-text', text: p.question }),
-      el('pre', { class: 'args', text: p.arguments }),
+      timing, ...extra, args,
       el('div', { class: 'actions' },
         el('button', { type: 'button', class: 'approve', text: 'Approve' }),
         el('button', { type: 'button', class: 'deny', text: 'Deny' }),
@@ -247,8 +270,9 @@
         setStatus(callRow(ev, true), 'checking');
         break;
       case 'tool_confirm':
-        addConfirm({ session: ev.session, turn: ev.turn, call_id: ev.call_id, tool: ev.tool,
-          args_hash: ev.args_hash, arguments: ev.arguments || '', question: ev.text || '' });
+        // The server's list carries the diff, the command line and the
+        // timeout the event lacks.
+        refreshPending();
         setStatus(callRow(ev, true), 'confirm');
         break;
       case 'tool_call_start':
@@ -303,5 +327,31 @@
     }
   }
 
+  // Waiting times.
+
+  function span(ms) {
+    const s = Math.max(0, Math.round(ms / 1000));
+    if (s < 60) return `${s}s`;
+    const m = Math.floor(s / 60);
+    if (m < 60) return `${m}m ${String(s % 60).padStart(2, '0')}s`;
+    return `${Math.floor(m / 60)}h ${String(m % 60).padStart(2, '0')}m`;
+  }
+
+  function tickTimings() {
+    const now = Date.now();
+    for (const p of document.querySelectorAll('li.confirm p.timing')) {
+      const since = Date.parse(p.dataset.since), until = Date.parse(p.dataset.timeoutAt);
+      if (Number.isNaN(since)) continue;
+      let text = `waiting ${span(now - since)}`;
+      if (!Number.isNaN(until)) {
+        const at = new Date(until).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+        text += until > now ? ` · times out in ${span(until - now)} (${at})` : ` · timing out (${at})`;
+      }
+      p.textContent = text;
+    }
+  }
+
+  tickTimings();
+  setInterval(tickTimings, 1000);
   connect();
 })();

@@ -66,3 +66,67 @@ func TestAnsweredConfirmationLeavesPending(t *testing.T) {
 		t.Errorf("pending after the turn: %+v", p)
 	}
 }
+
+// TestPendingShowsDiff: a pending edit_file shows a unified diff against
+// the current file, computed by the server, escaped on the page, with when
+// it times out.
+func TestPendingShowsDiff(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	const s = "diff-s"
+	events := f.openSSE("GET", "/v1/sessions/"+s+"/events", nil, "")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	done := f.postTurnAsync(ctx, s, turn("r1", "ask",
+		call(t, "e1", "edit_file", map[string]any{"path": "notes.md", "old_string": "The answer is 42.", "new_string": "The answer is <b>43</b>."})))
+	events.until("tool_confirm", "e1")
+
+	resp, body := f.do("GET", "/v1/pending", nil)
+	var pending struct {
+		Confirmations []PendingView `json:"confirmations"`
+	}
+	mustUnmarshal(t, body, &pending)
+	if resp.StatusCode != http.StatusOK || len(pending.Confirmations) != 1 {
+		t.Fatalf("GET /v1/pending = %d %s", resp.StatusCode, body)
+	}
+	p := pending.Confirmations[0]
+	wantDiff := "--- a/notes.md\n+++ b/notes.md\n@@ -1,2 +1,2 @@\n # Notes\n-The answer is 42.\n+The answer is <b>43</b>.\n"
+	if p.Diff != wantDiff {
+		t.Errorf("diff:\n%s\nwant:\n%s", p.Diff, wantDiff)
+	}
+	if !p.TimeoutAt.After(p.Since) {
+		t.Errorf("timeout_at %v is not after since %v", p.TimeoutAt, p.Since)
+	}
+	_, page := f.do("GET", "/", nil)
+	for _, want := range []string{`<span class="del">-The answer is 42.</span>`, `<span class="add">&#43;The answer is &lt;b&gt;43&lt;/b&gt;.</span>`, `class="timing"`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if strings.Contains(string(page), "<b>43</b>") {
+		t.Error("the diff reached the page unescaped")
+	}
+	if resp, body := f.do("POST", "/v1/sessions/"+s+"/confirm/e1", map[string]any{"approve": false}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("deny: %d %s", resp.StatusCode, body)
+	}
+	awaitTurn(t, done)
+}
+
+func TestCommandLine(t *testing.T) {
+	tests := []struct {
+		name, args, want string
+	}{
+		{"plain", `{"argv":["go","test","./..."]}`, "go test ./..."},
+		{"spaces and quotes", `{"argv":["grep","-n","it's here","a b.txt"]}`, `grep -n 'it'\''s here' 'a b.txt'`},
+		{"empty word", `{"argv":["printf",""]}`, "printf ''"},
+		{"shell", `{"shell":"ls | wc -l"}`, "sh -c 'ls | wc -l'"},
+		{"neither", `{}`, ""},
+		{"not json", `nope`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := commandLine(tt.args); got != tt.want {
+				t.Errorf("commandLine(%s) = %q, want %q", tt.args, got, tt.want)
+			}
+		})
+	}
+}
