@@ -128,7 +128,7 @@
     if (!p.diff && !p.command) args.open = true;
     const timing = el('p', { class: 'timing', 'data-since': p.since || '', 'data-timeout-at': p.timeout_at || '' });
     q('#confirms').append(el('li', { class: 'confirm', 'data-session': p.session, 'data-call-id': p.call_id,
-      'data-args-hash': p.args_hash, 'data-turn': String(p.turn) },
+      'data-args-hash': p.args_hash, 'data-turn': String(p.turn), tabIndex: 0 },
       what(p),
       el('p', { class: 'question-text', text: p.question }),
       timing, ...extra, args,
@@ -326,6 +326,52 @@
       });
     }
   }
+
+  // Keyboard: j/k move between confirmations, a approves and d denies the
+  // focused one, r goes to its reason field, where Enter denies and Escape
+  // goes back to the item.
+
+  function focusedConfirm() {
+    return document.activeElement && document.activeElement.closest
+      ? document.activeElement.closest('li.confirm') : null;
+  }
+
+  function moveFocus(step) {
+    const items = [...document.querySelectorAll('#confirms li.confirm')];
+    if (items.length === 0) return;
+    const at = items.indexOf(focusedConfirm());
+    const next = at < 0 ? (step > 0 ? 0 : items.length - 1) : Math.min(items.length - 1, Math.max(0, at + step));
+    items[next].focus();
+  }
+
+  // focusAfter moves the focus to the item that follows li (or precedes
+  // it, at the end), so answering with keys goes down the list.
+  function focusAfter(li) {
+    const next = li.nextElementSibling || li.previousElementSibling;
+    if (next) next.focus();
+  }
+
+  document.addEventListener('keydown', (e) => {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    const t = e.target;
+    if (t.matches && t.matches('input.deny-reason')) {
+      const li = t.closest('li.confirm');
+      if (e.key === 'Enter') { e.preventDefault(); focusAfter(li); answerConfirm(li, false); }
+      else if (e.key === 'Escape') { e.preventDefault(); li.focus(); }
+      return;
+    }
+    if (t.matches && t.matches('input, textarea, select, button, [contenteditable]')) return;
+    const li = focusedConfirm();
+    switch (e.key) {
+      case 'j': moveFocus(1); break;
+      case 'k': moveFocus(-1); break;
+      case 'a': if (li) { focusAfter(li); answerConfirm(li, true); } break;
+      case 'd': if (li) { focusAfter(li); answerConfirm(li, false); } break;
+      case 'r': if (li) q('input.deny-reason', li).focus(); break;
+      default: return;
+    }
+    e.preventDefault();
+  });
 
   // Waiting times.
 
