@@ -44,6 +44,34 @@ type pageSession struct {
 	Turns []pageTurn
 }
 
+// statusCount is how many calls of a turn have one status.
+type statusCount struct {
+	Status string
+	N      int
+}
+
+// LastTurn is the session's most recent turn, or nil.
+func (s pageSession) LastTurn() *pageTurn {
+	if len(s.Turns) == 0 {
+		return nil
+	}
+	return &s.Turns[len(s.Turns)-1]
+}
+
+// Counts counts the turn's calls per status, in order of first appearance.
+func (t pageTurn) Counts() []statusCount {
+	var out []statusCount
+	for _, c := range t.Calls {
+		i := slices.IndexFunc(out, func(sc statusCount) bool { return sc.Status == c.Status })
+		if i < 0 {
+			out = append(out, statusCount{Status: c.Status})
+			i = len(out) - 1
+		}
+		out[i].N++
+	}
+	return out
+}
+
 type pageTurn struct {
 	Turn    int64
 	Run     string

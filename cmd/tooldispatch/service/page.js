@@ -45,6 +45,7 @@
     const tbody = el('tbody');
     box = el('article', { class: 'session', 'data-session': session },
       el('h3', { text: session }),
+      el('p', { class: 'glance' }),
       el('table', { class: 'calls' },
         el('thead', {}, el('tr', {}, el('th', { text: 'turn' }), el('th', { text: 'call' }),
           el('th', { text: 'tool' }), el('th', { text: 'status' }))),
@@ -75,6 +76,21 @@
     row.dataset.status = status;
     q('td.status', row).textContent = status;
     if (title !== undefined) row.title = title.length > 2000 ? title.slice(0, 2000) + '…' : title;
+    updateGlance(row.closest('article.session'));
+  }
+
+  // updateGlance counts the statuses of the session's last turn.
+  function updateGlance(box) {
+    const rows = [...box.querySelectorAll('tr.call')];
+    if (rows.length === 0) return;
+    const last = Math.max(...rows.map((r) => Number(r.dataset.turn)));
+    const counts = new Map();
+    for (const r of rows) {
+      if (Number(r.dataset.turn) === last) counts.set(r.dataset.status, (counts.get(r.dataset.status) || 0) + 1);
+    }
+    const p = q('p.glance', box);
+    p.replaceChildren(`last turn ${last}:`);
+    for (const [status, n] of counts) p.append(' ', el('span', { class: 'count', 'data-status': status, text: `${n} ${status}` }));
   }
 
   function logEvent(ev) {
