@@ -154,6 +154,7 @@
         el('input', { type: 'text', class: 'deny-reason', maxLength: 500,
           placeholder: 'reason for denying (optional)', ariaLabel: 'Reason for denying, sent to the model' }),
         el('span', { class: 'note', role: 'status' }))));
+    tickTimings();
   }
 
   // answerFields: a text area for ask_user; for store_secret a hidden
@@ -303,6 +304,10 @@
         // Answered (here, elsewhere or by the API), timed out or canceled:
         // it no longer waits.
         removePending('confirms', ev.session, ev.call_id);
+        {
+          const row = callRow(ev, false);
+          if (row && row.dataset.status === 'confirm') setStatus(row, ev.status || 'decided');
+        }
         break;
       case 'tool_skipped':
       case 'tool_deduped':

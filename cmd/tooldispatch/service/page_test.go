@@ -128,8 +128,7 @@ func TestOperatorPageRender(t *testing.T) {
 // TestOperatorPageApprove drives the page in headless Chromium: a turn
 // asks for a confirmation, the page shows it live, the operator approves
 // it and answers the turn's ask_user question, and the page shows the
-// calls' results. Screenshots go to $TOOLDISPATCH_ARTIFACTS (default: the
-// test's temporary directory).
+// calls' results.
 func TestOperatorPageApprove(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skip("chromium not installed at /usr/bin/chromium: .ci/run installs it")
@@ -140,27 +139,7 @@ func TestOperatorPageApprove(t *testing.T) {
 		call(t, "c1", "calculate", map[string]any{"expression": "6 * 7"}),
 		call(t, "c2", "read_files", map[string]any{"paths": []string{"notes.md"}})))
 
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
-	)
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(browser, browserTimeout)
-	defer cancel()
-
+	ctx, browser := newBrowser(t)
 	// Open the page with the token once; it continues on the cookie.
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(f.url+"/?token="+testToken),
@@ -180,35 +159,12 @@ func TestOperatorPageApprove(t *testing.T) {
 		call(t, "w2", "calculate", map[string]any{"expression": "2 ** 8"}),
 		call(t, "w3", "ask_user", map[string]any{"question": "Which colour?"})))
 
-	dir := os.Getenv("TOOLDISPATCH_ARTIFACTS")
-	if dir == "" {
-		dir = t.TempDir()
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	screenshot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot: %v", err)
-		}
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot of the operator page: %s (%d bytes)", path, len(png))
-	}
-
 	approve := chromedp.CSS(`#confirms li.confirm[data-session="browser-s"][data-call-id="w1"] button.approve`)
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(approve)); err != nil {
 		t.Fatalf("waiting for the confirmation: %v", err)
 	}
-	screenshot("operator-page-pending.png")
 	question := `#questions li.question[data-session="browser-s"][data-call-id="w3"]`
-	steps := []struct {
-		name string
-		do   chromedp.Action[chromedp.Void]
-	}{
+	runSteps(t, ctx, browser, []browserStep{
 		{"approve", chromedp.Click(approve)},
 		{"confirmation gone", chromedp.WaitNotPresent(chromedp.CSS(`#confirms li.confirm[data-call-id="w1"]`))},
 		{"see the question", chromedp.WaitVisible(chromedp.CSS(question + ` textarea.answer-text`))},
@@ -218,16 +174,7 @@ func TestOperatorPageApprove(t *testing.T) {
 		{"see w2 ok", chromedp.WaitVisible(chromedp.CSS(`article.session[data-session="browser-s"] tr.call[data-call-id="w2"][data-status="ok"]`))},
 		{"see w3 ok", chromedp.WaitVisible(chromedp.CSS(`article.session[data-session="browser-s"] tr.call[data-call-id="w3"][data-status="ok"]`))},
 		{"question gone", chromedp.WaitNotPresent(chromedp.CSS(question))},
-	}
-	for _, st := range steps {
-		if err := chromedp.Do(ctx, st.do); err != nil {
-			dctx, dcancel := context.WithTimeout(browser, 5*time.Second)
-			html, _ := chromedp.Run(dctx, chromedp.OuterHTML(chromedp.CSS("main")))
-			dcancel()
-			t.Fatalf("%s: %v\n%s", st.name, err, html)
-		}
-	}
-	screenshot("operator-page.png")
+	})
 
 	res := awaitTurn(t, done)
 	if res.code != http.StatusOK || strings.Join(statuses(res.reply.Messages), ",") != "ok,ok,ok" {
@@ -239,4 +186,72 @@ func TestOperatorPageApprove(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(f.dir, "from-page.txt")); err != nil || string(b) != "approved on the page\n" {
 		t.Errorf("from-page.txt = %q, %v", b, err)
 	}
+}
+
+// newBrowser starts headless Chromium for one test; ctx bounds the test's
+// steps, browser outlives that bound (for diagnostics).
+func newBrowser(t *testing.T) (ctx, browser context.Context) {
+	t.Helper()
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	t.Cleanup(cancelAlloc)
+	browser, cancelBrowser := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancelBrowser)
+	ctx, cancel := context.WithTimeout(browser, browserTimeout)
+	t.Cleanup(cancel)
+	return ctx, browser
+}
+
+// saveScreenshot writes a screenshot of the whole page to
+// $TOOLDISPATCH_ARTIFACTS/name; without that variable it writes nothing.
+func saveScreenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("TOOLDISPATCH_ARTIFACTS")
+	if dir == "" {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the operator page: %s (%d bytes)", path, len(png))
+}
+
+// runSteps runs browser steps in order and fails with the page's state at
+// the first that fails.
+func runSteps(t *testing.T, ctx, browser context.Context, steps []browserStep) {
+	t.Helper()
+	for _, st := range steps {
+		if err := chromedp.Do(ctx, st.do); err != nil {
+			dctx, dcancel := context.WithTimeout(browser, 5*time.Second)
+			html, _ := chromedp.Run(dctx, chromedp.OuterHTML(chromedp.CSS("main")))
+			dcancel()
+			t.Fatalf("%s: %v\n%s", st.name, err, html)
+		}
+	}
+}
+
+type browserStep struct {
+	name string
+	do   chromedp.Action[chromedp.Void]
 }
