@@ -21,6 +21,12 @@
 //	hs.Shutdown(ctx)     // their replies are written
 //	store.Close()
 //
+// A program of its own mounts the handler anywhere in its own server, the
+// API, event streams, metrics and operator page together (the page's links
+// are relative, so a prefix is fine; see Example_mount):
+//
+//	mux.Handle("/agent/", http.StripPrefix("/agent", srv.Handler()))
+//
 // The package knows the dispatcher only through its Go API (actors), the
 // tools through toolkit and the persisted sessions through cachestore. It
 // opens no store, registers no tool and does not listen: that is the

@@ -43,7 +43,16 @@ type fixtureOpts struct {
 	autoLoad bool
 	// wrapStore wraps the store the dispatcher writes through.
 	wrapStore func(cachestore.Store) cachestore.Store
+	// mount, when set (like "/agent"), serves the handler under that
+	// prefix of an http.ServeMux of the test's own, the way an embedder
+	// mounts it; f.url then ends with the prefix. It defaults to
+	// mountPrefix.
+	mount string
 }
+
+// mountPrefix is the mount of every fixture that sets none; TestMountedInOwnMux
+// sets it while it reruns other tests (no test here is parallel).
+var mountPrefix string
 
 // fixture is a whole service on a loopback port: real built-in tools in a
 // temporary workspace, real Badger in a temporary directory, the real
@@ -115,8 +124,18 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		f.close()
 		t.Fatal(err)
 	}
-	f.hs = httptest.NewServer(f.srv.Handler())
-	f.url = f.hs.URL
+	var h http.Handler = f.srv.Handler()
+	mount := cmp.Or(o.mount, mountPrefix)
+	if mount != "" {
+		mux := http.NewServeMux()
+		mux.Handle(mount+"/", http.StripPrefix(mount, h))
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "the embedder's own page", http.StatusTeapot)
+		})
+		h = mux
+	}
+	f.hs = httptest.NewServer(h)
+	f.url = f.hs.URL + mount
 	f.client = f.hs.Client()
 	t.Cleanup(f.close)
 	return f

@@ -155,8 +155,12 @@ func (s *Server) tokenLogin(w http.ResponseWriter, r *http.Request) {
 		Name: tokenCookie, Value: s.cookieVal, Path: "/",
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 	})
+	// A relative Location, so the page also works mounted under a prefix
+	// (http.StripPrefix): the browser resolves it against the address it
+	// asked for, which still has the prefix.
 	w.Header().Set("Cache-Control", "no-store")
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	w.Header().Set("Location", "./")
+	w.WriteHeader(http.StatusSeeOther)
 }
 
 // cookieValue derives the page cookie's value from the token.

@@ -184,7 +184,7 @@
   async function refreshPending() {
     let data;
     try {
-      const r = await fetch('/v1/pending', { credentials: 'same-origin', headers: { Accept: 'application/json' } });
+      const r = await fetch('v1/pending', { credentials: 'same-origin', headers: { Accept: 'application/json' } });
       if (!r.ok) return;
       data = await r.json();
     } catch (_) {
@@ -216,7 +216,7 @@
   }
 
   function callURL(li, what) {
-    return `/v1/sessions/${encodeURIComponent(li.dataset.session)}/${what}/${encodeURIComponent(li.dataset.callId)}`;
+    return `v1/sessions/${encodeURIComponent(li.dataset.session)}/${what}/${encodeURIComponent(li.dataset.callId)}`;
   }
 
   document.addEventListener('click', async (e) => {
@@ -329,7 +329,7 @@
   }
 
   function connect() {
-    const es = new EventSource('/v1/events');
+    const es = new EventSource('v1/events');
     let dropped = false;
     es.onopen = () => {
       setConn('live');

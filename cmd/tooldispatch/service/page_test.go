@@ -100,7 +100,7 @@ func TestOperatorPageRender(t *testing.T) {
 		`&lt;b&gt;bold&lt;/b&gt;`,
 		`last turn 1: <span class="count" data-status="confirm">1 confirm</span>`,
 		`last turn 1: <span class="count" data-status="ok">1 ok</span>`,
-		`<script src="/static/page.js" defer></script>`,
+		`<script src="static/page.js" defer></script>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)

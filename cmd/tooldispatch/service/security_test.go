@@ -53,7 +53,7 @@ func TestBearerAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "./" {
 		t.Fatalf("login: %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	cookies := resp.Cookies()
