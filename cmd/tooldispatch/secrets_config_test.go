@@ -72,11 +72,11 @@ origins = ["` + a.URL + `"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ts.close()
+	defer ts.Close()
 	ctx := context.Background()
 	for _, n := range []string{"K", "SVC"} {
 		// Stored without origins: only the configuration binds them.
-		if err := ts.secrets.Put(ctx, n, "value-of-"+n, ""); err != nil {
+		if err := ts.Secrets.Put(ctx, n, "value-of-"+n, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

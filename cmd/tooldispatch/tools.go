@@ -60,7 +60,7 @@ func (e *env) cmdTools(args []string) error {
 	if err != nil {
 		return failf(exitFailure, "%v", err)
 	}
-	defer ts.close()
+	defer ts.Close()
 	if err := checkExclude(reg, cfg.Dispatcher.Exclude, log); err != nil {
 		return failf(exitUsage, "%v", err)
 	}

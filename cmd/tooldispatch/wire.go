@@ -17,18 +17,12 @@ import (
 	"github.com/tooldispatch/tooldispatch/actors"
 	tdcluster "github.com/tooldispatch/tooldispatch/actors/cluster"
 	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/belt"
 	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
 	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
-	"github.com/tooldispatch/tooldispatch/toolkit/interact"
-	"github.com/tooldispatch/tooldispatch/toolkit/mcp"
-	"github.com/tooldispatch/tooldispatch/toolkit/memory"
-	"github.com/tooldispatch/tooldispatch/toolkit/sandbox"
-	"github.com/tooldispatch/tooldispatch/toolkit/script"
-	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
-	"github.com/tooldispatch/tooldispatch/toolkit/web"
 )
 
 const (
@@ -85,90 +79,21 @@ func keyFilePath(cfg *fileConfig, dataDir string) string {
 	return filepath.Join(dataDir, "secret.key")
 }
 
-// mcpStartTimeout bounds how long start-up waits for MCP servers to list
-// their tools (a server still starting keeps being retried).
-const mcpStartTimeout = 30 * time.Second
-
 // toolset is every tool of an invocation and what they need closed.
-type toolset struct {
-	reg     *toolkit.Registry
-	secrets *secrets.Store
-	memory  *memory.Memory
-	web     *web.Web
-	mcp     *mcp.Manager
-	sandbox *sandbox.Sandbox
-}
+type toolset = belt.Belt
 
-// registerTools fills reg with the meta tools, the built-in tools, the web
-// tools, secrets, the error memory, the interactive tools, MCP servers and
-// script/ext tools of the configuration.
+// registerTools fills reg with the tool belt of the configuration
+// (belt.Register): the meta tools, the built-in tools, the web tools,
+// secrets, the error memory, the interactive tools, MCP servers and
+// script/ext tools.
 func registerTools(reg *toolkit.Registry, ws *builtin.Workspace, store cachestore.Store, dataDir string, o *options,
 	cfg *fileConfig, observer toolkit.Observer, log zerolog.Logger) (*toolset, error) {
-	ts := &toolset{reg: reg}
-	versions := builtin.StoreVersions(store)
-	toolkit.RegisterMeta(reg)
-	sb, err := sandbox.New(cfg.Sandbox, sandbox.Options{Workspace: ws.Dir(),
-		Protected: ownFiles(o, cfg), Logger: log})
-	if err != nil {
-		return nil, fmt.Errorf("the sandbox: %w", err)
-	}
-	ts.sandbox = sb
-	builtin.Register(reg, builtin.Deps{Workspace: ws, Versions: versions, Shell: o.shell, Sandbox: sb, Logger: log})
-	sec, err := secrets.Open(store, keyFilePath(cfg, dataDir), log)
-	if err != nil {
-		ts.close()
-		return nil, fmt.Errorf("opening the secrets: %w", err)
-	}
-	ts.secrets = sec
-	if err := cfg.Secrets.bindSecrets(sec); err != nil {
-		return nil, fmt.Errorf("binding the secrets: %w", err)
-	}
-	reg.Register(secrets.StoreSecretTool(sec))
-	ts.web = web.Register(reg, web.Deps{Config: cfg.Web, Cache: web.CacheFromStore(store), Secrets: sec,
-		Workspace: ws, Observer: observer, Logger: log})
-	ts.memory = memory.New(store, ws.Dir())
-	ts.memory.Register(reg)
-	interact.Register(reg, interact.Deps{Workspace: ws, Versions: versions})
-	regd, err := script.Register(reg, script.Config{Script: cfg.Script, Ext: cfg.Ext, Sandbox: sb}, ws.Dir(), log)
-	if err != nil {
-		ts.close()
-		return nil, fmt.Errorf("script tools: %w", err)
-	}
-	examples := map[string]*interact.Example{}
-	for _, r := range regd {
-		if r.Example != nil {
-			examples[r.Name] = &interact.Example{Tool: r.Name, Arguments: r.Example}
-		}
-	}
-	reg.Register(interact.TestTool(reg, func(name string) (*toolkit.Tool, *interact.Example, bool) {
-		if slices.Contains(cfg.Dispatcher.Exclude, name) {
-			return nil, nil, false // the operator excluded it: no way to run it
-		}
-		t, ok := reg.Lookup(name)
-		return t, examples[name], ok
-	}))
-	if len(cfg.MCP.Servers) > 0 {
-		ts.mcp = mcp.NewManager(reg, cfg.MCP.Servers, log)
-		ctx, cancel := context.WithTimeout(context.Background(), mcpStartTimeout)
-		err := ts.mcp.Start(ctx)
-		cancel()
-		if err != nil {
-			ts.close()
-			return nil, fmt.Errorf("starting MCP servers: %w", err)
-		}
-	}
-	return ts, nil
-}
-
-// close stops MCP servers and shared web executions.
-func (ts *toolset) close() {
-	if ts.mcp != nil {
-		_ = ts.mcp.Close()
-	}
-	if ts.web != nil {
-		ts.web.Close()
-	}
-	_ = ts.sandbox.Close()
+	return belt.Register(reg, belt.Config{
+		Workspace: ws, Store: store, KeyFile: keyFilePath(cfg, dataDir), Protected: ownFiles(o, cfg),
+		Shell: o.shell, Sandbox: cfg.Sandbox, Web: cfg.Web, Script: cfg.Script, Ext: cfg.Ext, MCP: cfg.MCP,
+		BindSecrets: cfg.Secrets.bindSecrets, Exclude: cfg.Dispatcher.Exclude,
+		Observer: observer, Logger: log,
+	})
 }
 
 // openStore opens the Badger store in dir, creating the directory when
@@ -262,8 +187,8 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 	}
 	acfg.Logger = log
 	acfg.Events = events
-	acfg.Redact = s.tools.secrets.Redactor().Redact
-	acfg.PastFixes = s.tools.memory.PastFixes
+	acfg.Redact = s.tools.Secrets.Redactor().Redact
+	acfg.PastFixes = s.tools.Memory.PastFixes
 	acfg.Chaos = policy
 	instance := ""
 	if o.clusterName != "" {
@@ -357,7 +282,7 @@ func (s *stack) close(log zerolog.Logger) error {
 		cancel()
 	}
 	if s.tools != nil {
-		s.tools.close()
+		s.tools.Close()
 	}
 	if s.store != nil {
 		if err := s.store.Close(); err != nil {

@@ -1,0 +1,177 @@
+// Package belt builds tooldispatch's full tool belt from a configuration:
+// the meta tools, the built-in workspace tools, the web tools, secrets, the
+// error memory, the interactive tools, script and ext tools and MCP
+// servers, with the sandbox that run_command and script tools run in. The
+// run, serve and tools commands build theirs with it; a program that embeds
+// the dispatcher can too, and then register tools of its own beside them:
+//
+//	ws, _ := builtin.OpenWorkspace(dir)
+//	reg := toolkit.NewRegistry()
+//	b, err := belt.Register(reg, belt.Config{Workspace: ws, Store: store,
+//		KeyFile: filepath.Join(dataDir, "secret.key")})
+//	if err != nil { … }
+//	defer b.Close()
+//	d, err := actors.New(actors.Config{Registry: reg, Store: store,
+//		Redact: b.Secrets.Redactor().Redact, PastFixes: b.Memory.PastFixes})
+//
+// File versions, secrets, the error memory and the web cache live in the
+// store, so they outlast the process when the store does.
+package belt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
+	"github.com/tooldispatch/tooldispatch/toolkit/interact"
+	"github.com/tooldispatch/tooldispatch/toolkit/mcp"
+	"github.com/tooldispatch/tooldispatch/toolkit/memory"
+	"github.com/tooldispatch/tooldispatch/toolkit/sandbox"
+	"github.com/tooldispatch/tooldispatch/toolkit/script"
+	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
+	"github.com/tooldispatch/tooldispatch/toolkit/web"
+)
+
+// MCPStartTimeout bounds how long Register waits for MCP servers to list
+// their tools (a server still starting keeps being retried).
+const MCPStartTimeout = 30 * time.Second
+
+// Config is what the tool belt is built from. Workspace and Store are
+// required; the zero value of every other field is the default of the
+// configuration file's matching section (docs/CONFIG.md).
+type Config struct {
+	// Workspace is the directory the workspace tools work in.
+	Workspace *builtin.Workspace
+	// Store keeps file versions, secrets, the error memory and the web
+	// cache.
+	Store cachestore.Store
+	// KeyFile is the secrets' AES-256 key file, created with mode 0600 when
+	// missing ([secrets] key_file).
+	KeyFile string
+	// Protected lists paths no sandboxed tool may read or change (the
+	// data directory, the key file, the configuration file).
+	Protected []string
+	// Shell allows run_command's shell mode, a command line run by
+	// /bin/sh -c (--shell).
+	Shell bool
+	// Sandbox confines run_command and script tools ([sandbox]).
+	Sandbox sandbox.Config
+	// Web configures the outbound-request policy and search ([web]).
+	Web web.Config
+	// Script and Ext declare script_* and ext_* tools ([script], [ext]).
+	Script script.ScriptConfig
+	Ext    script.ExtConfig
+	// MCP lists MCP servers to start ([[mcp.servers]]).
+	MCP mcp.Config
+	// BindSecrets, when set, binds secrets to origins once the secrets are
+	// open ([[secrets.bind]]).
+	BindSecrets func(*secrets.Store) error
+	// Exclude lists tools the operator excluded: test_tool refuses them.
+	Exclude []string
+	// Observer receives the web tools' measurements; may be nil.
+	Observer toolkit.Observer
+	// Logger receives the tools' logs.
+	Logger zerolog.Logger
+}
+
+// Belt is a registered tool belt and what it holds open.
+type Belt struct {
+	Registry *toolkit.Registry
+	// Secrets is the encrypted secrets store; its Redactor belongs in
+	// actors.Config.Redact.
+	Secrets *secrets.Store
+	// Memory is the error memory; its PastFixes belongs in
+	// actors.Config.PastFixes.
+	Memory  *memory.Memory
+	Web     *web.Web
+	MCP     *mcp.Manager // nil without MCP servers
+	Sandbox *sandbox.Sandbox
+}
+
+// Register fills reg with the whole tool belt of c and starts its MCP
+// servers (waiting up to MCPStartTimeout). On an error, what was opened is
+// closed again.
+func Register(reg *toolkit.Registry, c Config) (*Belt, error) {
+	if c.Workspace == nil || c.Store == nil {
+		return nil, errors.New("belt: Config.Workspace and Config.Store are required")
+	}
+	log := c.Logger
+	ws := c.Workspace
+	b := &Belt{Registry: reg}
+	versions := builtin.StoreVersions(c.Store)
+	toolkit.RegisterMeta(reg)
+	sb, err := sandbox.New(c.Sandbox, sandbox.Options{Workspace: ws.Dir(), Protected: c.Protected, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("the sandbox: %w", err)
+	}
+	b.Sandbox = sb
+	builtin.Register(reg, builtin.Deps{Workspace: ws, Versions: versions, Shell: c.Shell, Sandbox: sb, Logger: log})
+	sec, err := secrets.Open(c.Store, c.KeyFile, log)
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("opening the secrets: %w", err)
+	}
+	b.Secrets = sec
+	if c.BindSecrets != nil {
+		if err := c.BindSecrets(sec); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("binding the secrets: %w", err)
+		}
+	}
+	reg.Register(secrets.StoreSecretTool(sec))
+	b.Web = web.Register(reg, web.Deps{Config: c.Web, Cache: web.CacheFromStore(c.Store), Secrets: sec,
+		Workspace: ws, Observer: c.Observer, Logger: log})
+	b.Memory = memory.New(c.Store, ws.Dir())
+	b.Memory.Register(reg)
+	interact.Register(reg, interact.Deps{Workspace: ws, Versions: versions})
+	regd, err := script.Register(reg, script.Config{Script: c.Script, Ext: c.Ext, Sandbox: sb}, ws.Dir(), log)
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("script tools: %w", err)
+	}
+	examples := map[string]*interact.Example{}
+	for _, r := range regd {
+		if r.Example != nil {
+			examples[r.Name] = &interact.Example{Tool: r.Name, Arguments: r.Example}
+		}
+	}
+	exclude := slices.Clone(c.Exclude)
+	reg.Register(interact.TestTool(reg, func(name string) (*toolkit.Tool, *interact.Example, bool) {
+		if slices.Contains(exclude, name) {
+			return nil, nil, false // the operator excluded it: no way to run it
+		}
+		t, ok := reg.Lookup(name)
+		return t, examples[name], ok
+	}))
+	if len(c.MCP.Servers) > 0 {
+		b.MCP = mcp.NewManager(reg, c.MCP.Servers, log)
+		ctx, cancel := context.WithTimeout(context.Background(), MCPStartTimeout)
+		err := b.MCP.Start(ctx)
+		cancel()
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("starting MCP servers: %w", err)
+		}
+	}
+	return b, nil
+}
+
+// Close stops MCP servers, shared web executions and the sandbox.
+func (b *Belt) Close() {
+	if b.MCP != nil {
+		_ = b.MCP.Close()
+	}
+	if b.Web != nil {
+		b.Web.Close()
+	}
+	if b.Sandbox != nil {
+		_ = b.Sandbox.Close()
+	}
+}
