@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
@@ -67,8 +69,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// ServerConfig is one MCP server: a command run with stdio, or a Streamable
-// HTTP endpoint. Exactly one of Command and URL is set.
+// ServerConfig is one MCP server: a command run with stdio, a Streamable
+// HTTP endpoint, or (from Go only) a go-sdk server in this process. Exactly
+// one of Command, URL and Server is set.
 type ServerConfig struct {
 	// Name identifies the server; its tools are registered as
 	// mcp__<name>__<tool>. Characters outside [A-Za-z0-9_-] become "_",
@@ -81,6 +84,13 @@ type ServerConfig struct {
 	Command []string `toml:"command"`
 	// URL is the endpoint of a Streamable HTTP server (http or https).
 	URL string `toml:"url"`
+	// Server is a go-sdk server of the embedding program, spoken to over
+	// mcp.NewInMemoryTransports: no process, no network. Its tools are
+	// treated as any MCP server's (run alone, approval unless Trusted and
+	// readOnlyHint, results capped), and a session that ends is reopened
+	// like a dead server is restarted. Not settable from a configuration
+	// file.
+	Server *mcp.Server `toml:"-"`
 	// Env adds variables to a stdio server's environment, which otherwise
 	// holds only PATH, HOME and LANG (nothing else of ours leaks to it).
 	Env map[string]string `toml:"env"`
@@ -136,6 +146,12 @@ func (s ServerConfig) Validate() error {
 		return &ConfigError{Field: "name", Problem: fmt.Sprintf("%q is longer than %d characters once sanitised, leaving no room for tool names", s.Name, maxServerName)}
 	case len(s.Command) > 0 && s.URL != "":
 		return &ConfigError{Field: "url", Problem: "give command or url, not both"}
+	case s.Server != nil && (len(s.Command) > 0 || s.URL != ""):
+		return &ConfigError{Field: "server", Problem: "an in-process server takes no command or url"}
+	case s.Server != nil:
+		if len(s.Env) > 0 || s.Dir != "" || len(s.Headers) > 0 {
+			return &ConfigError{Field: "server", Problem: "an in-process server has no environment, working directory or headers"}
+		}
 	case len(s.Command) == 0 && s.URL == "":
 		return &ConfigError{Field: "command", Problem: "give command (a stdio server) or url (a Streamable HTTP server)"}
 	case len(s.Command) > 0 && strings.TrimSpace(s.Command[0]) == "":

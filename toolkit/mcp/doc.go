@@ -9,6 +9,15 @@
 // concurrently) and need approval unless the operator trusts the server and
 // the tool declares readOnlyHint.
 //
+// A program that embeds the dispatcher may attach a go-sdk *mcp.Server it
+// built itself (ServerConfig.Server): the Manager talks to it over
+// in-memory transports, under the same rules as any other server.
+//
+//	srv := mcp.NewServer(&mcp.Implementation{Name: "inventory"}, nil)
+//	mcp.AddTool(srv, &mcp.Tool{Name: "stock"}, stock)
+//	m := tdmcp.NewManager(reg, []tdmcp.ServerConfig{{Name: "inventory", Server: srv}}, log)
+//	err := m.Start(ctx)
+//
 // The package knows nothing of actors, sessions or storage: it only adds
 // tools to a registry and runs their calls.
 package mcp

@@ -94,11 +94,12 @@ func newServer(m *Manager, cfg ServerConfig) *server {
 // conn is one session with the server.
 type conn struct {
 	session *mcp.ClientSession
-	cmd     *exec.Cmd       // stdio servers
-	stderr  *lineLogger     // stdio servers
-	http    *http.Transport // Streamable HTTP servers
-	done    chan struct{}   // closed when the session has ended
-	waitErr error           // why it ended; read after done
+	cmd     *exec.Cmd          // stdio servers
+	stderr  *lineLogger        // stdio servers
+	http    *http.Transport    // Streamable HTTP servers
+	inproc  *mcp.ServerSession // in-process servers: the server's side
+	done    chan struct{}      // closed when the session has ended
+	waitErr error              // why it ended; read after done
 	// syncs are the tool listings and pings serve runs beside its loop;
 	// end waits for them after closing the session.
 	syncs sync.WaitGroup
@@ -167,7 +168,15 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 	defer cancel()
 	c := &conn{done: make(chan struct{})}
 	var transport mcp.Transport
-	if len(s.cfg.Command) > 0 {
+	if s.cfg.Server != nil {
+		ct, st := mcp.NewInMemoryTransports()
+		ss, err := s.cfg.Server.Connect(ctx, st, nil)
+		if err != nil {
+			return nil, fmt.Errorf("connecting to MCP server %q: %w", s.name, err)
+		}
+		c.inproc = ss
+		transport = ct
+	} else if len(s.cfg.Command) > 0 {
 		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
 		cmd.Env = s.env()
 		cmd.Dir = s.cfg.Dir
@@ -349,6 +358,9 @@ func (c *conn) cleanup() {
 	}
 	if c.http != nil {
 		c.http.CloseIdleConnections()
+	}
+	if c.inproc != nil {
+		_ = c.inproc.Close()
 	}
 }
 
