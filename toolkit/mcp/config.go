@@ -91,6 +91,11 @@ type ServerConfig struct {
 	// like a dead server is restarted. Not settable from a configuration
 	// file.
 	Server *mcp.Server `toml:"-"`
+	// AlwaysInArray puts the server's tools in every provider's tools
+	// array (toolkit.Tool.AlwaysInArray), so a program's own in-process
+	// tools are called directly under the default lazy policy. Not
+	// settable from a configuration file.
+	AlwaysInArray bool `toml:"-"`
 	// Env adds variables to a stdio server's environment, which otherwise
 	// holds only PATH, HOME and LANG (nothing else of ours leaks to it).
 	Env map[string]string `toml:"env"`

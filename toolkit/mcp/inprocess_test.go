@@ -26,7 +26,7 @@ func TestInProcessServer(t *testing.T) {
 		return srv
 	}
 	h := newHarness(t, []ServerConfig{
-		{Name: "trusted", Server: newSrv(), Trusted: true},
+		{Name: "trusted", Server: newSrv(), Trusted: true, AlwaysInArray: true},
 		{Name: "plain", Server: newSrv()},
 	})
 	h.start()
@@ -41,6 +41,9 @@ func TestInProcessServer(t *testing.T) {
 	tr, pl := h.tool("mcp__trusted__stock"), h.tool("mcp__plain__stock")
 	if tr.Concurrent || pl.Concurrent {
 		t.Error("an in-process MCP tool is concurrent: MCP tools run alone")
+	}
+	if !tr.AlwaysInArray || pl.AlwaysInArray {
+		t.Errorf("always in the array: %v, %v; want the server's setting", tr.AlwaysInArray, pl.AlwaysInArray)
 	}
 	if !tr.ReadOnly || pl.ReadOnly {
 		t.Errorf("read-only: trusted %v, untrusted %v; want true, false", tr.ReadOnly, pl.ReadOnly)

@@ -119,11 +119,13 @@ func (s *server) toolkitTool(name string, t *mcp.Tool) (toolkit.Tool, registered
 		Description: desc,
 		Schema:      schema,
 		Concurrent:  false,
-		ReadOnly:    info.readOnly,
-		Timeout:     s.cfg.Timeout,
-		NoDedup:     s.cfg.NoDedup,
-		Handler:     s.handler(t.Name),
-		Source:      toolkit.SourceMCP,
+		// A program's own choice for its in-process servers.
+		AlwaysInArray: s.cfg.AlwaysInArray,
+		ReadOnly:      info.readOnly,
+		Timeout:       s.cfg.Timeout,
+		NoDedup:       s.cfg.NoDedup,
+		Handler:       s.handler(t.Name),
+		Source:        toolkit.SourceMCP,
 	}, info, nil
 }
 
