@@ -220,7 +220,7 @@ func (a *commitActor) clientResult(m *messages.ClientResult) error {
 	a.cfg.Observer.CallDone(name, msg.Status)
 	if a.cfg.Events != nil {
 		ev := &messages.Event{Kind: EventToolResult, Session: a.session, Run: rec.Run, Turn: rec.Turn, CallId: m.CallId,
-			Tool: name, Status: msg.Status, Text: clip(content, maxEventText),
+			Tool: name, Status: msg.Status, Text: messages.ClipText(content, maxEventText),
 			Seq:          uint64(a.next-1)*seqPerTurn + clientResultSeqBase + uint64(rec.Turn%1000)*1000 + uint64(idx%1000),
 			TimeUnixNano: a.cfg.Clock().UnixNano()}
 		a.cfg.Events(ev)

@@ -416,7 +416,7 @@ func (e *emitter) closeCall(closed *atomic.Bool, m *messages.ToolMessage) {
 	closed.Store(true)
 	e.mu.Unlock()
 	if m.Status != string(toolkit.StatusOK) {
-		e.emit(&messages.Event{Kind: EventExecError, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status, Text: clip(m.Content, maxEventText), Injected: m.Injected})
+		e.emit(&messages.Event{Kind: EventExecError, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status, Text: messages.ClipText(m.Content, maxEventText), Injected: m.Injected})
 	}
 	e.emit(&messages.Event{Kind: EventToolCallEnd, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status, Injected: m.Injected})
 }

@@ -134,13 +134,13 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 	}
 	a.seenIDs[p.id] = true
 	if in.em.active() {
-		in.em.emit(&messages.Event{Kind: EventToolCall, CallId: p.id, Tool: p.name, Arguments: clip(tc.GetFunction().GetArguments(), 4096)})
+		in.em.emit(&messages.Event{Kind: EventToolCall, CallId: p.id, Tool: p.name, Arguments: messages.ClipText(tc.GetFunction().GetArguments(), 4096)})
 	}
 	if i >= in.cfg.MaxCallsPerTurn {
 		return a.decide(p, toolkit.StatusInvalidArgs, fmt.Sprintf("not run: this turn has %d calls and at most %d are dispatched per turn; split the work over several turns.", len(in.calls), in.cfg.MaxCallsPerTurn)), false
 	}
 	if repeated {
-		return a.decide(p, toolkit.StatusInvalidArgs, fmt.Sprintf("not run: call id %q repeats an earlier call's id in this turn; every call needs its own id.", clip(p.id, 80))), false
+		return a.decide(p, toolkit.StatusInvalidArgs, fmt.Sprintf("not run: call id %q repeats an earlier call's id in this turn; every call needs its own id.", messages.ClipText(p.id, 80))), false
 	}
 	if p.name == "" {
 		return a.decide(p, toolkit.StatusUnknownTool, "not run: the call names no tool. Use find_tools to search the available tools."), false
@@ -282,7 +282,7 @@ func (a *preflightActor) ask(ctx actor.Context, p *callPlan) {
 		return
 	}
 	a.in.em.emit(&messages.Event{Kind: EventToolConfirm, CallId: p.id, Tool: p.name, ArgsHash: p.argsHash,
-		Arguments: clip(string(p.args.Canonical), 16384),
+		Arguments: messages.ClipText(string(p.args.Canonical), 16384),
 		Text:      fmt.Sprintf("Allow %s to run with these arguments? It is not read-only.", p.name)})
 }
 
@@ -306,7 +306,7 @@ func (a *preflightActor) confirmReply(ctx actor.Context, m *messages.ConfirmRepl
 	ctx.Respond(&messages.ConfirmAck{Status: "accepted"})
 	reason := "denied by the user"
 	if m.Reason != "" {
-		reason += ": " + clip(m.Reason, 500)
+		reason += ": " + messages.ClipText(m.Reason, 500)
 	}
 	a.decideAsk(ctx, m.Approve, reason)
 }
@@ -321,7 +321,7 @@ func (a *preflightActor) approverReply(ctx actor.Context, m *approverReply) {
 	}
 	reason := "denied by the approver"
 	if m.reason != "" {
-		reason += ": " + clip(m.reason, 500)
+		reason += ": " + messages.ClipText(m.reason, 500)
 	}
 	a.decideAsk(ctx, m.approve, reason)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
@@ -16,7 +15,7 @@ func toolMsg(p *callPlan, status toolkit.Status, content string) *messages.ToolM
 
 func unknownToolText(name string, view *toolkit.View) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "unknown tool %q: no such tool is available in this run.", clip(name, 80))
+	fmt.Fprintf(&b, "unknown tool %q: no such tool is available in this run.", messages.ClipText(name, 80))
 	if cl := toolkit.Closest(name, view.Names(), 3); len(cl) > 0 {
 		fmt.Fprintf(&b, " Closest names: %s.", strings.Join(cl, ", "))
 	}
@@ -43,19 +42,6 @@ func schemaReturnedText(t *toolkit.Tool, validationErr error) string {
 func skippedText(reason string) string {
 	return "skipped: this call was not approved (" + reason + "); it did not run. " +
 		"Do not repeat it unless the user asks you to; find another way or ask the user."
-}
-
-// clip shortens s to at most n bytes, cut on a character boundary (texts
-// end up in protobuf strings, which must be valid UTF-8), and marks the cut
-// with "…".
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // credentialError recognises an error about a missing or rejected credential.

@@ -149,7 +149,7 @@ func (a *turnActor) prepared(ctx actor.Context, p *prepared) {
 	case p.conflict:
 		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Conflict: true,
 			Error: fmt.Sprintf("turn_id %q is already committed (turn %d) with other calls; nothing ran. "+
-				"Send the same calls to replay that turn, or use a new turn_id.", clip(a.req.TurnId, 80), p.replay.GetTurn())}, false)
+				"Send the same calls to replay that turn, or use a new turn_id.", messages.ClipText(a.req.TurnId, 80), p.replay.GetTurn())}, false)
 	case p.replay != nil:
 		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: p.replay.Run, Turn: p.replay.Turn,
 			Messages: p.replay.ToolMessages, Replayed: true}, false)
@@ -315,7 +315,7 @@ func (a *turnActor) committed(ctx actor.Context, err error) {
 	}
 	if a.em.active() {
 		for _, m := range msgs {
-			a.em.emit(&messages.Event{Kind: EventToolResult, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status, Text: clip(m.Content, maxEventText), Injected: m.Injected})
+			a.em.emit(&messages.Event{Kind: EventToolResult, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status, Text: messages.ClipText(m.Content, maxEventText), Injected: m.Injected})
 		}
 	}
 	a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Turn: a.turn, Messages: msgs}, false)

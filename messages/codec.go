@@ -33,7 +33,7 @@ func ParseFormat(s string) (Format, error) {
 	case "", FormatOpenAI, FormatAnthropic:
 		return f, nil
 	}
-	return "", fmt.Errorf("format must be %q or %q, not %q", FormatOpenAI, FormatAnthropic, clipText(s, 40))
+	return "", fmt.Errorf("format must be %q or %q, not %q", FormatOpenAI, FormatAnthropic, ClipText(s, 40))
 }
 
 // Shape names the shape of the tool results handed back.
@@ -61,7 +61,7 @@ func ParseReply(s string) (Shape, error) {
 	case ShapeOpenAIStrict:
 		return ShapeOpenAIStrict, nil
 	}
-	return "", fmt.Errorf("reply must be %q or %q, not %q", ShapeOpenAI, ShapeOpenAIStrict, clipText(s, 40))
+	return "", fmt.Errorf("reply must be %q or %q, not %q", ShapeOpenAI, ShapeOpenAIStrict, ClipText(s, 40))
 }
 
 // ReplyShape is the shape of the results of a message in format f when
@@ -196,8 +196,10 @@ func schemaText(raw json.RawMessage, field string, i int) (string, error) {
 	}
 }
 
-// clipText shortens s to at most n bytes for an error message.
-func clipText(s string, n int) string {
+// ClipText shortens s to at most n bytes, cut on a character boundary
+// (protobuf strings must stay valid UTF-8), and marks the cut with "…". It
+// is the one clip of texts for messages, errors and events.
+func ClipText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/tooldispatch/tooldispatch/messages"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -121,14 +122,7 @@ func startTelemetry(c telemetryConfig, instance string) (trace.Tracer, func(cont
 func checkTraceparent(tp string) error {
 	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp})
 	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return fmt.Errorf("traceparent %q is not a W3C trace context (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>)", clipText(tp, 80))
+		return fmt.Errorf("traceparent %q is not a W3C trace context (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>)", messages.ClipText(tp, 80))
 	}
 	return nil
-}
-
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

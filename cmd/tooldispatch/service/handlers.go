@@ -48,7 +48,7 @@ func (s *Server) handleConfirm(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ack, err := s.opts.Dispatcher.Confirm(r.Context(), &messages.ConfirmReply{
-		Session: session, CallId: callID, ArgsHash: hash, Approve: *req.Approve, Reason: clip(req.Reason, 1000),
+		Session: session, CallId: callID, ArgsHash: hash, Approve: *req.Approve, Reason: messages.ClipText(req.Reason, 1000),
 	})
 	if err != nil {
 		s.dispatcherError(w, "confirming a call", err)
@@ -65,7 +65,7 @@ func (s *Server) handleConfirm(w http.ResponseWriter, r *http.Request) {
 	case ackAlreadyAnswered:
 		writeJSON(w, http.StatusConflict, statusReply{Status: ackAlreadyAnswered, Error: "the call's confirmation was already answered"})
 	default:
-		s.log.Error().Str("status", clip(ack.GetStatus(), 40)).Msg("unexpected confirmation status")
+		s.log.Error().Str("status", messages.ClipText(ack.GetStatus(), 40)).Msg("unexpected confirmation status")
 		writeError(w, errorf(http.StatusInternalServerError, "the dispatcher gave an unexpected answer"))
 	}
 }
@@ -200,7 +200,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(turns) == 0 {
-		writeError(w, errorf(http.StatusNotFound, "session %q has no committed turns", clip(session, 100)))
+		writeError(w, errorf(http.StatusNotFound, "session %q has no committed turns", messages.ClipText(session, 100)))
 		return
 	}
 	writeJSON(w, http.StatusOK, sessionJSON(turns))

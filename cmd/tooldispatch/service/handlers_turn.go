@@ -199,7 +199,7 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*actors.Prep
 	switch req.Approve {
 	case "", actors.ApproveAsk, actors.ApproveAll, actors.ApproveNone:
 	default:
-		return bad("approve must be \"ask\", \"all\" or \"none\", not %q", clip(req.Approve, 40))
+		return bad("approve must be \"ask\", \"all\" or \"none\", not %q", messages.ClipText(req.Approve, 40))
 	}
 	// The operator's --approve is a ceiling: a body may lower it, never
 	// raise it, and a body that says nothing gets it.

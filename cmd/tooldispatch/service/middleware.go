@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/tooldispatch/tooldispatch/messages"
 )
 
 // Security settings of responses.
@@ -78,7 +80,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		allowed := s.origins[origin]
 		if preflight {
 			if !allowed {
-				writeError(w, errorf(http.StatusForbidden, "cross-origin requests from %s are not allowed", clip(origin, 200)))
+				writeError(w, errorf(http.StatusForbidden, "cross-origin requests from %s are not allowed", messages.ClipText(origin, 200)))
 				return
 			}
 			h := w.Header()
@@ -186,7 +188,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	case rec.code >= 300 && rec.code < 400:
 		http.Redirect(w, r, rec.header.Get("Location"), rec.code)
 	default:
-		writeError(w, errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, clip(r.URL.Path, 200)))
+		writeError(w, errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, messages.ClipText(r.URL.Path, 200)))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pmezard/go-difflib/difflib"
+	"github.com/tooldispatch/tooldispatch/messages"
 )
 
 // Bounds of what a pending confirmation shows.
@@ -108,11 +109,11 @@ func (s *Server) fileDiff(tool, arguments string) (diff, note string) {
 	}
 	rel, err := ws.Clean(a.Path)
 	if err != nil {
-		return "", "the path is refused: " + clip(err.Error(), 200)
+		return "", "the path is refused: " + messages.ClipText(err.Error(), 200)
 	}
 	old, exists, err := ws.ReadFile(rel, previewFileBytes)
 	if err != nil {
-		return "", "the current file cannot be read: " + clip(err.Error(), 200)
+		return "", "the current file cannot be read: " + messages.ClipText(err.Error(), 200)
 	}
 	cur := string(old)
 	var next string

@@ -8,7 +8,6 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/tooldispatch/tooldispatch/messages"
 )
@@ -77,7 +76,7 @@ func checkJSONType(r *http.Request) *apiError {
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return errorf(http.StatusUnsupportedMediaType, "the request body must be JSON (Content-Type: application/json), not %q", clip(ct, 100))
+		return errorf(http.StatusUnsupportedMediaType, "the request body must be JSON (Content-Type: application/json), not %q", messages.ClipText(ct, 100))
 	}
 	return nil
 }
@@ -120,16 +119,4 @@ func jsonError(err error, offset, read, limit int64) *apiError {
 		return errorf(http.StatusBadRequest, "invalid request at byte offset %d: unknown field %s", offset, strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
 	return errorf(http.StatusBadRequest, "invalid request body at byte offset %d", offset)
-}
-
-// clip shortens s to at most n bytes (on a character boundary) for a
-// message.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

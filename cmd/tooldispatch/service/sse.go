@@ -120,7 +120,7 @@ func lastEventID(r *http.Request) (uint64, *apiError) {
 	}
 	n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
 	if err != nil {
-		return 0, errorf(http.StatusBadRequest, "Last-Event-ID must be an event's sequence number, not %q", clip(v, 40))
+		return 0, errorf(http.StatusBadRequest, "Last-Event-ID must be an event's sequence number, not %q", messages.ClipText(v, 40))
 	}
 	return n, nil
 }
