@@ -77,6 +77,11 @@ type tester struct {
 func (tt *tester) run(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
 	name := strings.TrimSpace(c.Args.String("name"))
 	tool, ex, ok := tt.lookup(name)
+	if ok && c.View != nil {
+		// The run's view is where its excludes (the operator's and the
+		// turn's own) are enforced: a tool it hides is not run here either.
+		_, ok = c.View.Lookup(name)
+	}
 	if !ok || tool == nil {
 		msg := fmt.Sprintf("no tool named %q", name)
 		var names []string

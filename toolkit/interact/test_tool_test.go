@@ -190,3 +190,24 @@ func TestInteractFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestTestToolHonoursTheRunsExclude: a tool the run excludes cannot be run
+// through test_tool either; its example never runs.
+func TestTestToolHonoursTheRunsExclude(t *testing.T) {
+	f := newScriptFixture(t)
+	view, err := toolkit.NewView(f.reg, "openai", nil, []string{"script_greet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := f.reg.Lookup("test_tool")
+	_, err = tool.Handler(context.Background(), &toolkit.Call{Session: "s1", Run: "r1", ID: "c1", Name: "test_tool",
+		Args: mustArgs(t, `{"name":"script_greet"}`), Emit: func(string) {}, View: view})
+	if err == nil || !strings.Contains(err.Error(), `no tool named "script_greet"`) {
+		t.Fatalf("err = %v, want the excluded tool not found", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ran := f.ran["script_greet"]; ran {
+		t.Fatal("the excluded tool's example ran")
+	}
+}
