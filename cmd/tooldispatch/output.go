@@ -51,9 +51,8 @@ func writeJSON(w io.Writer, v any) error {
 
 // writeJSONLine writes v as one compact JSON line.
 func writeJSONLine(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	_, err := w.Write(marshalLine(v))
+	return err
 }
 
 // output writes run's JSON lines from one goroutine it owns. Producers — the
@@ -75,10 +74,8 @@ type output struct {
 	err    error    // guarded by mu: the first write error
 }
 
-// newOutput starts the writer goroutine on w; Close stops it.
-func newOutput(w io.Writer) *output { return newOutputFor(w, false) }
-
-// newOutputFor is newOutput printing for people when pretty is set.
+// newOutputFor starts the writer goroutine on w, printing for people when
+// pretty is set; Close stops it.
 func newOutputFor(w io.Writer, pretty bool) *output {
 	o := &output{pretty: pretty, w: bufio.NewWriterSize(w, 64<<10), wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go o.loop()
@@ -95,14 +92,6 @@ func (o *output) Event(ev *messages.Event) {
 		return
 	}
 	o.push(marshalLine(eventJSON(ev)))
-}
-
-// Results queues one line per tool message, in order.
-func (o *output) Results(msgs []*messages.ToolMessage) { o.TurnResults(0, msgs) }
-
-// TurnResults queues one line per tool message of turn, in order.
-func (o *output) TurnResults(turn int64, msgs []*messages.ToolMessage) {
-	o.TurnReply(turn, msgs, messages.ShapeOpenAI)
 }
 
 // TurnReply queues the results of turn: for people one line per result;

@@ -93,7 +93,7 @@ func (l *lockedBuffer) String() string {
 
 func TestOutputKeepsOrderUnderConcurrentProducers(t *testing.T) {
 	var buf lockedBuffer
-	out := newOutput(&buf)
+	out := newOutputFor(&buf, false)
 	const producers, perProducer = 8, 200
 	var wg sync.WaitGroup
 	for p := range producers {
@@ -104,11 +104,11 @@ func TestOutputKeepsOrderUnderConcurrentProducers(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	out.Results([]*messages.ToolMessage{{ToolCallId: "a", Status: "ok"}, {ToolCallId: "b", Status: "deduped"}})
+	out.TurnReply(0, []*messages.ToolMessage{{ToolCallId: "a", Status: "ok"}, {ToolCallId: "b", Status: "deduped"}}, messages.ShapeOpenAI)
 	if err := out.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	out.Results([]*messages.ToolMessage{{ToolCallId: "late"}}) // dropped after Close
+	out.TurnReply(0, []*messages.ToolMessage{{ToolCallId: "late"}}, messages.ShapeOpenAI) // dropped after Close
 
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	if len(lines) != producers*perProducer+2 {
@@ -144,8 +144,8 @@ type failingWriter struct{}
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 func TestOutputReportsWriteErrors(t *testing.T) {
-	out := newOutput(failingWriter{})
-	out.Results([]*messages.ToolMessage{{ToolCallId: "a"}})
+	out := newOutputFor(failingWriter{}, false)
+	out.TurnReply(0, []*messages.ToolMessage{{ToolCallId: "a"}}, messages.ShapeOpenAI)
 	if err := out.Close(); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("Close = %v, want the write error", err)
 	}
