@@ -154,7 +154,7 @@ func (b *Badger) AmendToolMessage(ctx context.Context, session, callID string, p
 		if idx < 0 {
 			return ErrAlreadySettled
 		}
-		found.ToolMessages[idx] = m
+		found.ToolMessages[idx] = AmendedMessage(found.ToolMessages[idx], m)
 		v, err := proto.Marshal(found)
 		if err != nil {
 			return err
@@ -249,7 +249,7 @@ func (m *Memory) AmendToolMessage(ctx context.Context, session, callID string, p
 			if !containsString(pending, tm.Status) {
 				return nil, ErrAlreadySettled
 			}
-			rec.ToolMessages[j] = proto.Clone(msg).(*messages.ToolMessage)
+			rec.ToolMessages[j] = AmendedMessage(tm, msg)
 			return proto.Clone(rec).(*messages.TurnRecord), nil
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
@@ -172,8 +174,21 @@ type Store interface {
 	// AmendToolMessage replaces the committed tool message of callID in the
 	// session when its status is one of pending (a client tool's result
 	// handed back), and returns the amended turn; ErrAlreadySettled when the
-	// call is no longer pending, ErrNotFound when there is no such call.
+	// call is no longer pending, ErrNotFound when there is no such call. The
+	// stored message is AmendedMessage(committed, m): m without a name keeps
+	// the committed message's.
 	AmendToolMessage(ctx context.Context, session, callID string, pending []string, m *messages.ToolMessage) (*messages.TurnRecord, error)
 
 	Close() error
+}
+
+// AmendedMessage is the message an amendment stores in place of committed:
+// a copy of m, named as committed when m carries no name (a client's result
+// names only its call).
+func AmendedMessage(committed, m *messages.ToolMessage) *messages.ToolMessage {
+	out := proto.Clone(m).(*messages.ToolMessage)
+	if out.Name == "" {
+		out.Name = committed.GetName()
+	}
+	return out
 }

@@ -911,7 +911,7 @@ func (p *Store) AmendToolMessage(ctx context.Context, session, callID string, pe
 		if !slices.Contains(pending, found.ToolMessages[idx].Status) {
 			return cachestore.ErrAlreadySettled
 		}
-		found.ToolMessages[idx] = proto.Clone(m).(*messages.ToolMessage)
+		found.ToolMessages[idx] = cachestore.AmendedMessage(found.ToolMessages[idx], m)
 		raw, _, err := cachestore.MarshalValid(found)
 		if err != nil {
 			return fmt.Errorf("encoding turn record: %w", err)

@@ -189,7 +189,8 @@ func testNotFound(t *testing.T, open Opener) {
 
 // testAmendToolMessage: a pending call's message is replaced once; a
 // settled call refuses with ErrAlreadySettled and an unknown one with
-// ErrNotFound; the amendment survives a restart.
+// ErrNotFound; the amendment survives a restart. An amendment without a
+// name keeps the committed message's name.
 func testAmendToolMessage(t *testing.T, open Opener) {
 	s, restart := open(t)
 	ctx := context.Background()
@@ -197,8 +198,10 @@ func testAmendToolMessage(t *testing.T, open Opener) {
 	rec.ToolMessages[1].Status = "client_pending"
 	rec.ToolMessages[1].Content = ""
 	Commit(t, s, "s", rec)
+	// The dispatcher amends with the result only; the name stays the call's.
+	got, err := s.AmendToolMessage(ctx, "s", "call_1_1", []string{"client_pending"},
+		&messages.ToolMessage{Role: "tool", ToolCallId: "call_1_1", Status: "ok", Content: "from the client"})
 	answer := &messages.ToolMessage{Role: "tool", ToolCallId: "call_1_1", Name: "read_files", Status: "ok", Content: "from the client"}
-	got, err := s.AmendToolMessage(ctx, "s", "call_1_1", []string{"client_pending"}, answer)
 	if err != nil {
 		t.Fatalf("AmendToolMessage: %v", err)
 	}

@@ -147,10 +147,7 @@ func TestClientResultAnswersWithTheMessage(t *testing.T) {
 		Message toolMessage `json:"message"`
 	}
 	mustUnmarshal(t, data, &full)
-	// The store keeps the committed message as the dispatcher wrote it,
-	// without the call's name: compare the rest.
-	full.Message.Name = ""
-	want := toolMessage{Role: "tool", ToolCallID: "l1", Status: "ok", Content: "found it"}
+	want := toolMessage{Role: "tool", ToolCallID: "l1", Name: "lookup", Status: "ok", Content: "found it"}
 	if full.Status != ackAccepted || full.Message != want {
 		t.Errorf("client_result answered %s, want accepted with %+v", data, want)
 	}
