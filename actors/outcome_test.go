@@ -16,7 +16,9 @@ import (
 // ends `error` even when the call's deadline has passed (it did not run),
 // and one wrapping toolkit.ErrOutcomeUnknown ends `outcome_unknown`.
 func TestCallErrorsChooseStatus(t *testing.T) {
-	h := newHarness(t, nil)
+	// The handler returns as soon as its deadline passes; a watchdog grace
+	// far above scheduling delays keeps the watchdog out of the race.
+	h := newHarness(t, func(c *Config) { c.WatchdogGrace = 10 * time.Second })
 	h.d.cfg.Registry.Register(toolkit.Tool{Name: "waits_in_vain", Description: "Never reaches its server.", ReadOnly: true,
 		Timeout: 50 * time.Millisecond, Schema: json.RawMessage(objSchema),
 		Handler: func(ctx context.Context, _ *toolkit.Call) (toolkit.Result, error) {
