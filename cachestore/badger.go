@@ -46,7 +46,7 @@ type Badger struct {
 	// counters of the committer: batches taken, ops in them, transactions
 	// committed, ops whose cache entries were split out
 	stats struct {
-		batches, ops, txns, splits atomic.Int64
+		batches, ops, txns, splits, bytes atomic.Int64
 	}
 }
 

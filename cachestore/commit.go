@@ -36,6 +36,22 @@ const (
 	opAbandoned
 )
 
+// CommitStats are the group committer's counters since the store opened:
+// batches taken from the queue, ops (intents, commits and other writes) in
+// them, transactions committed, and ops whose cache entries were split out
+// of their transaction. Ops/Batches is how many writes shared a batch.
+type CommitStats struct {
+	Batches, Ops, Txns, Splits int64
+	// Bytes is the size of the keys and values the ops wrote.
+	Bytes int64
+}
+
+// CommitStats returns the group committer's counters.
+func (b *Badger) CommitStats() CommitStats {
+	return CommitStats{Batches: b.stats.batches.Load(), Ops: b.stats.ops.Load(), Txns: b.stats.txns.Load(),
+		Splits: b.stats.splits.Load(), Bytes: b.stats.bytes.Load()}
+}
+
 // kv is one prepared write.
 type kv struct {
 	key, value []byte
@@ -189,6 +205,16 @@ func (b *Badger) processBatch(batch []*writeOp) {
 	}
 	b.stats.batches.Add(1)
 	b.stats.ops.Add(int64(len(taken)))
+	var n int
+	for _, op := range taken {
+		for _, w := range op.main {
+			n += len(w.key) + len(w.value)
+		}
+		for _, w := range op.cache {
+			n += len(w.key) + len(w.value)
+		}
+	}
+	b.stats.bytes.Add(int64(n))
 	b.writeOps(b.validate(taken))
 }
 

@@ -216,6 +216,11 @@ func BenchmarkSessions64(b *testing.B) {
 			}
 			defer s.close()
 			ctx := context.Background()
+			var before cachestore.CommitStats
+			bs, _ := s.store.(*cachestore.Badger)
+			if bs != nil {
+				before = bs.CommitStats()
+			}
 			b.ReportAllocs()
 			round := 0
 			for b.Loop() {
@@ -225,6 +230,15 @@ func BenchmarkSessions64(b *testing.B) {
 				round++
 			}
 			b.ReportMetric(float64(round*64*5*10)/b.Elapsed().Seconds(), "calls/s")
+			if bs != nil {
+				// How many writes (intents and commits of all sessions)
+				// shared one batch of the group committer.
+				st := bs.CommitStats()
+				if n := st.Batches - before.Batches; n > 0 {
+					b.ReportMetric(float64(st.Ops-before.Ops)/float64(n), "ops/batch")
+					b.ReportMetric(float64(st.Bytes-before.Bytes)/float64(round*64*5), "B-stored/turn")
+				}
+			}
 		})
 	}
 }

@@ -79,6 +79,7 @@ type system struct {
 	name     string
 	dispatch func(context.Context, *messages.DispatchTurn) error
 	close    func()
+	store    cachestore.Store
 }
 
 // openSystem starts system kind (SysBadger, SysMemory or SysBare) with a
@@ -107,14 +108,14 @@ func openSystem(kind string, fsync bool, limit int, idle time.Duration) (*system
 	reg := Registry()
 	if kind == SysBare {
 		b := NewBare(reg, store, limit)
-		return &system{name: kind, dispatch: b.Dispatch, close: closeStore}, nil
+		return &system{name: kind, dispatch: b.Dispatch, close: closeStore, store: store}, nil
 	}
 	d, err := actors.New(actors.Config{Registry: reg, Store: store, MaxConcurrency: limit, SessionIdle: idle})
 	if err != nil {
 		closeStore()
 		return nil, err
 	}
-	return &system{name: kind,
+	return &system{name: kind, store: store,
 		dispatch: func(ctx context.Context, t *messages.DispatchTurn) error {
 			_, err := d.Dispatch(ctx, t)
 			return err
