@@ -29,6 +29,12 @@ type Badger struct {
 	log zerolog.Logger
 	now func() time.Time
 	ops chan *writeOp
+	// nextTurns is the committer's copy of sessions' next turn numbers, so
+	// that validating an op does not read the session's meta key: the
+	// committer is the only writer of meta keys, and it sets an entry only
+	// after the transaction that wrote it is committed and drops it when a
+	// write of the session fails. Owned by the committer goroutine.
+	nextTurns map[string]int64
 
 	quit chan struct{}  // closed by Close to stop the committer and GC
 	wg   sync.WaitGroup // the committer and GC goroutines
@@ -80,6 +86,8 @@ func OpenBadger(opts BadgerOptions) (*Badger, error) {
 		now:  time.Now,
 		ops:  make(chan *writeOp, opsQueueLen),
 		quit: make(chan struct{}),
+
+		nextTurns: map[string]int64{},
 	}
 	b.wg.Add(1)
 	go b.commitLoop()

@@ -219,49 +219,67 @@ func (b *Badger) processBatch(batch []*writeOp) {
 }
 
 // validate answers the ops whose turn is not their session's next turn
-// with ErrStaleTurn and returns the others, in order.
+// with ErrStaleTurn and returns the others, in order. A session's next turn
+// comes from the committer's copy (nextTurns) or, on a miss, from its meta
+// key.
 func (b *Badger) validate(ops []*writeOp) []*writeOp {
 	valid := make([]*writeOp, 0, len(ops))
-	next := make(map[string]int64)
-	err := b.db.View(func(txn *badger.Txn) error {
-		for _, op := range ops {
-			if !op.check {
-				valid = append(valid, op)
-				continue
-			}
-			n, ok := next[op.session]
-			if !ok {
+	var next map[string]int64
+	var txn *badger.Txn
+	defer func() {
+		if txn != nil {
+			txn.Discard()
+		}
+	}()
+	for _, op := range ops {
+		if !op.check {
+			valid = append(valid, op)
+			continue
+		}
+		n, ok := next[op.session]
+		if !ok {
+			if n, ok = b.nextTurns[op.session]; !ok {
+				if txn == nil {
+					txn = b.db.NewTransaction(false)
+				}
 				var err error
 				if n, err = readNextTurn(txn, op.session); err != nil {
 					op.done <- err
 					continue
 				}
 			}
-			if op.turn != n {
-				next[op.session] = n
-				op.done <- fmt.Errorf("next turn is %d: %w", n, ErrStaleTurn)
-				continue
-			}
-			if op.bump {
-				n++
-			}
+		}
+		if next == nil {
+			next = make(map[string]int64, len(ops))
+		}
+		if op.turn != n {
 			next[op.session] = n
-			valid = append(valid, op)
+			op.done <- fmt.Errorf("next turn is %d: %w", n, ErrStaleTurn)
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		// View itself failed (the closure never does): nothing was answered
-		// by the closure for ops not yet visited, so answer every op.
-		for _, op := range ops {
-			select {
-			case op.done <- err:
-			default:
-			}
+		if op.bump {
+			n++
 		}
-		return nil
+		next[op.session] = n
+		valid = append(valid, op)
 	}
 	return valid
+}
+
+// maxNextTurns bounds the committer's copy of next turn numbers; it is
+// emptied when full (entries are read again from the store on a miss).
+const maxNextTurns = 1 << 16
+
+// written answers an op whose writes are committed and, for an op that
+// committed a turn, records the session's next turn.
+func (b *Badger) written(op *writeOp) {
+	if op.bump {
+		if len(b.nextTurns) >= maxNextTurns {
+			clear(b.nextTurns)
+		}
+		b.nextTurns[op.session] = op.turn + 1
+	}
+	op.done <- nil
 }
 
 // errEarlierFailed answers an op queued behind a failed op of its session
@@ -278,6 +296,9 @@ func (b *Badger) writeOps(ops []*writeOp) {
 		if op.bump {
 			failed[op.session] = true
 		}
+		// What was written of the session is not known for sure: read its
+		// next turn from the store next time.
+		delete(b.nextTurns, op.session)
 		op.done <- tooLarge(err)
 	}
 	var txn *badger.Txn
@@ -318,7 +339,7 @@ func (b *Badger) writeOps(ops []*writeOp) {
 			if err != nil {
 				fail(op, err)
 			} else {
-				op.done <- nil
+				b.written(op)
 			}
 		}
 		group = group[:0]
@@ -360,7 +381,7 @@ func (b *Badger) writeOps(ops []*writeOp) {
 		if err != nil {
 			fail(op, err)
 		} else {
-			op.done <- nil
+			b.written(op)
 		}
 	}
 	flush()
