@@ -47,6 +47,7 @@ type preflightActor struct {
 	answered map[string]bool      // call ids whose confirmation was answered
 
 	asking    *callPlan // waiting for a confirmation
+	pending   *callPlan // planned before the actor started; to be asked when it starts
 	askedAt   time.Time
 	askTimer  *time.Timer
 	askCancel context.CancelFunc // ends the Approver's context; nil without one
@@ -54,17 +55,21 @@ type preflightActor struct {
 }
 
 func newPreflightActor(in *preflightInput) *preflightActor {
-	return &preflightActor{in: in, seenIDs: map[string]bool{}, inTurn: map[string]*callPlan{},
-		invalid: map[string]bool{}, answered: map[string]bool{}}
+	// seenIDs and inTurn are sized by sizeFor; invalid and answered are
+	// made when first written (most turns write neither).
+	return &preflightActor{in: in}
 }
 
 func (a *preflightActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.plans = make([]*callPlan, 0, len(a.in.calls))
-		// sized once for the turn: no rehashing per call
-		a.seenIDs = make(map[string]bool, len(a.in.calls))
-		a.inTurn = make(map[string]*callPlan, len(a.in.calls))
+		if p := a.pending; p != nil {
+			// The turn planned the calls before this one (planAll).
+			a.pending = nil
+			a.ask(ctx, p)
+			return
+		}
+		a.sizeFor()
 		a.proceed(ctx)
 	case *messages.ConfirmReply:
 		a.confirmReply(ctx, m)
@@ -89,17 +94,49 @@ func (a *preflightActor) Receive(ctx actor.Context) {
 	}
 }
 
-// proceed plans calls until one needs a confirmation or all are planned.
-func (a *preflightActor) proceed(ctx actor.Context) {
+// sizeFor sizes the plans and per-turn maps once for the turn's calls: no
+// rehashing per call.
+func (a *preflightActor) sizeFor() {
+	a.plans = make([]*callPlan, 0, len(a.in.calls))
+	a.seenIDs = make(map[string]bool, len(a.in.calls))
+	a.inTurn = make(map[string]*callPlan, len(a.in.calls))
+}
+
+// planAll runs pass 1 without an actor, on the turn's goroutine: it plans
+// the calls in order and returns their plans, or, when a call needs a
+// confirmation, nil and a preflight actor that asks for it when it starts
+// and goes on from there. Most turns ask nothing, and then no actor is
+// spawned: the rules, their order and the events are the same either way.
+func planAll(in *preflightInput) ([]*callPlan, *preflightActor) {
+	a := newPreflightActor(in)
+	a.sizeFor()
+	if p := a.planUntilAsk(); p != nil {
+		a.pending = p
+		return nil, a
+	}
+	return a.plans, nil
+}
+
+// planUntilAsk plans calls until one needs a confirmation (returned) or all
+// are planned (nil).
+func (a *preflightActor) planUntilAsk() *callPlan {
 	for a.next < len(a.in.calls) {
 		i := a.next
 		a.next++
 		p, ask := a.plan(i, a.in.calls[i])
 		a.plans = append(a.plans, p)
 		if ask {
-			a.ask(ctx, p)
-			return
+			return p
 		}
+	}
+	return nil
+}
+
+// proceed plans calls until one needs a confirmation or all are planned.
+func (a *preflightActor) proceed(ctx actor.Context) {
+	if p := a.planUntilAsk(); p != nil {
+		a.ask(ctx, p)
+		return
 	}
 	ctx.Send(ctx.Parent(), &preflightDone{plans: a.plans})
 }
@@ -249,6 +286,9 @@ func (a *preflightActor) mutated(p *callPlan) {
 	mut := mutationOf(p)
 	for k, e := range a.in.runState.Dedup {
 		if mut.invalidates(e) {
+			if a.invalid == nil {
+				a.invalid = map[string]bool{}
+			}
 			a.invalid[k] = true
 		}
 	}
@@ -331,6 +371,9 @@ func (a *preflightActor) decideAsk(ctx actor.Context, approved bool, reason stri
 	p := a.asking
 	a.asking = nil
 	a.in.cfg.Observer.ConfirmWait(p.name, approved, time.Since(a.askedAt))
+	if a.answered == nil {
+		a.answered = map[string]bool{}
+	}
 	a.answered[p.id] = true
 	if a.askTimer != nil {
 		a.askTimer.Stop()

@@ -168,7 +168,13 @@ func (a *turnActor) startPreflight(ctx actor.Context) {
 		autoLoad: a.req.AutoLoadSchemas, turnCtx: a.ctx,
 	}
 	a.tr.startPreflight()
-	a.preflight = ctx.Spawn(coordinatorProps(func() actor.Actor { return newPreflightActor(in) }))
+	plans, asking := planAll(in)
+	if asking == nil {
+		// Nothing to confirm: pass 1 is over without a preflight actor.
+		a.preflightDone(ctx, &preflightDone{plans: plans})
+		return
+	}
+	a.preflight = ctx.Spawn(coordinatorProps(func() actor.Actor { return asking }))
 }
 
 func (a *turnActor) preflightDone(ctx actor.Context, m *preflightDone) {
