@@ -78,6 +78,7 @@ type running struct {
 	finished bool
 	panicked bool       // free the slot on Terminated, not before
 	span     trace.Span // the call's execute_tool span; nil when not traced
+	start    startCall  // the message that hands the call to its actor (one allocation with the record)
 }
 
 // poolActor runs a turn's executable calls: each maximal run of consecutive
@@ -268,7 +269,8 @@ func (a *poolActor) start(ctx actor.Context, p *callPlan) {
 	a.byIdx[p.idx] = r
 	a.inflight++
 	a.arm(ctx, r.deadline)
-	ctx.Send(r.pid, &startCall{plan: p, closed: &r.closed, state: &r.state, span: r.span})
+	r.start = startCall{plan: p, closed: &r.closed, state: &r.state, span: r.span}
+	ctx.Send(r.pid, &r.start)
 }
 
 // arm makes the watchdog fire no later than at.
