@@ -125,25 +125,9 @@ func Calculate(expression string) (string, error) {
 	case len(expression) > maxExprLen:
 		return "", fmt.Errorf("expression is %d characters long; the limit is %d", len(expression), maxExprLen)
 	}
-	guard := &calcGuard{}
-	opts := []expr.Option{
-		expr.Env(calcConsts),
-		expr.DisableAllBuiltins(),
-		expr.MaxNodes(maxExprNodes),
-		expr.Patch(guard),
-	}
-	for name, f := range calcFuncs {
-		opts = append(opts, expr.Function(name, f.call(name)))
-	}
-	for name, fn := range calcOps {
-		opts = append(opts, expr.Function(name, fn))
-	}
-	program, err := expr.Compile(expression, opts...)
-	if guard.err != nil {
-		return "", guard.err
-	}
+	program, err := calcPrograms.compile(expression)
 	if err != nil {
-		return "", fmt.Errorf("cannot parse the expression: %s", firstLine(err.Error()))
+		return "", err
 	}
 	out, err := expr.Run(program, calcConsts)
 	if err != nil {

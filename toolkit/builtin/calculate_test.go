@@ -66,19 +66,22 @@ func TestCalculate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Calculate(tt.expr)
-			if tt.err != "" {
-				if err == nil {
-					t.Fatalf("Calculate(%q) = %q, want an error containing %q", tt.expr, got, tt.err)
+			// The second pass runs the program kept by the first.
+			for pass := range 2 {
+				got, err := Calculate(tt.expr)
+				if tt.err != "" {
+					if err == nil {
+						t.Fatalf("pass %d: Calculate(%q) = %q, want an error containing %q", pass, tt.expr, got, tt.err)
+					}
+					wantErr(t, err, tt.err)
+					continue
 				}
-				wantErr(t, err, tt.err)
-				return
-			}
-			if err != nil {
-				t.Fatalf("Calculate(%q): %v", tt.expr, err)
-			}
-			if got != tt.want {
-				t.Fatalf("Calculate(%q) = %q, want %q", tt.expr, got, tt.want)
+				if err != nil {
+					t.Fatalf("pass %d: Calculate(%q): %v", pass, tt.expr, err)
+				}
+				if got != tt.want {
+					t.Fatalf("pass %d: Calculate(%q) = %q, want %q", pass, tt.expr, got, tt.want)
+				}
 			}
 		})
 	}
