@@ -449,8 +449,19 @@ func (r *runner) eino(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
+	// The peers module builds against the checkout it sits in through a
+	// workspace of the two modules, written to a temporary directory: the
+	// checkout's own go.sum vouches for its dependencies, so the peers'
+	// go.sum need not follow every change of the root module.
+	work, err := peersWorkspace(dir)
+	if err != nil {
+		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("eino: not measured (%v)", err))
+		return nil
+	}
+	defer os.RemoveAll(filepath.Dir(work))
 	cmd := exec.CommandContext(cctx, goBin, "run", "./eino", "-rounds", strconv.Itoa(r.o.Rounds), "-turns", strconv.Itoa(r.pick(200, 20)))
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK="+work)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {
@@ -472,6 +483,42 @@ func (r *runner) eino(ctx context.Context) error {
 	r.rep.add(Row{Workload: w, System: SysEinoW, Unit: "µs/call", Rounds: []float64{p.WrappedNsPerCall / 1e3},
 		Note: "eino " + p.Eino + " + same parse/validation per call, intent + commit per turn in Badger"})
 	return nil
+}
+
+// peersWorkspace writes a go.work that uses the peers module in dir and
+// the module it replaces tooldispatch with (its `replace … => ../..`), in a
+// new temporary directory, and returns the file's path.
+func peersWorkspace(dir string) (string, error) {
+	peers, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	root := filepath.Join(peers, "..", "..")
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil || !bytes.HasPrefix(mod, []byte("module github.com/tooldispatch/tooldispatch\n")) {
+		return "", fmt.Errorf("%s is not the tooldispatch module the peers module sits in", root)
+	}
+	tmp, err := os.MkdirTemp("", "tooldispatch-peers-*")
+	if err != nil {
+		return "", err
+	}
+	work := filepath.Join(tmp, "go.work")
+	text := fmt.Sprintf("go %s\n\nuse (\n\t%s\n\t%s\n)\n", goVersion(mod), strconv.Quote(root), strconv.Quote(peers))
+	if err := os.WriteFile(work, []byte(text), 0o644); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	return work, nil
+}
+
+// goVersion is the go directive of a go.mod (1.26.0 when it has none).
+func goVersion(mod []byte) string {
+	for line := range strings.Lines(string(mod)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "go "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "1.26.0"
 }
 
 // targets checks the goals against the rows. The ratio is measured /
