@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode"
@@ -77,15 +78,13 @@ type BM25Filter struct {
 
 // Filter implements Filter.
 func (f BM25Filter) Filter(ctx context.Context, req FilterRequest) (FilterResult, error) {
-	total := 0
-	for _, p := range req.Passages {
-		total += runeLen(p)
-	}
-	all := make([]int, len(req.Passages))
-	for i := range all {
-		all[i] = i
-	}
+	st := statsOf(req.Passages)
+	total := st.total
 	if total <= req.Budget || len(req.Passages) == 0 {
+		all := make([]int, len(req.Passages))
+		for i := range all {
+			all[i] = i
+		}
 		return FilterResult{Keep: all}, nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -93,7 +92,7 @@ func (f BM25Filter) Filter(ctx context.Context, req FilterRequest) (FilterResult
 	}
 	query := uniqueTerms(tokenize(req.Query))
 	if len(query) > 0 {
-		scores := f.scores(query, req.Passages)
+		scores := f.scores(query, st)
 		order := make([]int, 0, len(scores))
 		for i, s := range scores {
 			if s > 0 {
@@ -105,13 +104,13 @@ func (f BM25Filter) Filter(ctx context.Context, req FilterRequest) (FilterResult
 			var keep []int
 			used := 0
 			for _, i := range order {
-				if n := runeLen(req.Passages[i]); used+n <= req.Budget {
+				if n := st.runes[i]; used+n <= req.Budget {
 					keep = append(keep, i)
 					used += n
 				}
 			}
 			slices.Sort(keep)
-			return FilterResult{Keep: keep, Note: cutNote(req, keep, total,
+			return FilterResult{Keep: keep, Note: cutNote(req, keep, st.runes, total,
 				fmt.Sprintf("kept the passages most relevant to %q", req.Query))}, nil
 		}
 	}
@@ -123,7 +122,7 @@ func (f BM25Filter) Filter(ctx context.Context, req FilterRequest) (FilterResult
 	case req.Query == "":
 		why = "kept the first passages (pass query to keep the passages most relevant to what you look for)"
 	}
-	return FilterResult{Keep: keep, Note: cutNote(req, keep, total, why)}, nil
+	return FilterResult{Keep: keep, Note: cutNote(req, keep, st.runes, total, why)}, nil
 }
 
 // HeadWithin returns the indices of the leading passages whose total length
@@ -143,7 +142,7 @@ func HeadWithin(passages []string, budget int) []int {
 }
 
 // scores returns the BM25 score of every passage for the query terms.
-func (f BM25Filter) scores(query []string, passages []string) []float64 {
+func (f BM25Filter) scores(query []string, st passageStats) []float64 {
 	k1, b := f.K1, f.B
 	if k1 == 0 {
 		k1 = defaultK1
@@ -151,7 +150,7 @@ func (f BM25Filter) scores(query []string, passages []string) []float64 {
 	if b == 0 {
 		b = defaultB
 	}
-	n := len(passages)
+	n := len(st.terms)
 	// Only the query's terms are counted: BM25 needs each passage's length
 	// (all its terms) and, per query term, its count in the passage and how
 	// many passages hold it. No per-passage term map (that was most of the
@@ -161,9 +160,8 @@ func (f BM25Filter) scores(query []string, passages []string) []float64 {
 	df := make([]int, len(uq))
 	lengths := make([]int, n)
 	sum := 0
-	for i, p := range passages {
+	for i, terms := range st.terms {
 		row := tf[i*len(uq) : (i+1)*len(uq)]
-		terms := passageTerms(p)
 		for _, t := range terms {
 			for j, q := range uq {
 				if q == t {
@@ -192,7 +190,7 @@ func (f BM25Filter) scores(query []string, passages []string) []float64 {
 			continue
 		}
 		idf := math.Log(1 + (float64(n)-float64(d)+0.5)/(float64(d)+0.5))
-		for i := range passages {
+		for i := range n {
 			c := float64(tf[i*len(uq)+j])
 			if c == 0 {
 				continue
@@ -204,12 +202,13 @@ func (f BM25Filter) scores(query []string, passages []string) []float64 {
 	return scores
 }
 
-// termMemo remembers the terms of recently scored passages. A cached page
-// is decoded once and its passages (the same strings) are scored again on
-// every hit with a new query: tokenizing them was most of a hit's cost. The
-// memo is keyed by the passage's string data and holds the string itself,
-// so that memory cannot be reused by another string while it is remembered;
-// equal contents are still checked.
+// termMemo remembers the terms and lengths of recently filtered passages.
+// A cached page is decoded once and its passages (the same strings) are
+// filtered again on every hit with a new query: tokenizing them and
+// counting their characters was most of a hit's cost. The memo is keyed by
+// the passage's string data and holds the string itself, so that memory
+// cannot be reused by another string while it is remembered; equal
+// contents are still checked. One lock per page, not per passage.
 type termMemo struct {
 	mu    sync.Mutex
 	byPtr map[*byte]memoTerms // guarded by mu
@@ -219,69 +218,106 @@ type termMemo struct {
 type memoTerms struct {
 	s     string
 	terms []string
+	runes int
 }
 
 const (
 	termMemoPassages = 8192
-	termMemoMinLen   = 64 // shorter passages are tokenized every time
+	termMemoMinLen   = 16 // shorter passages are measured every time
 )
 
 var terms = &termMemo{byPtr: map[*byte]memoTerms{}}
 
-// passageTerms returns tokenize(p); the result must not be modified.
-func passageTerms(p string) []string {
-	if len(p) < termMemoMinLen {
-		return tokenize(p)
-	}
-	key := unsafe.StringData(p)
-	terms.mu.Lock()
-	e, ok := terms.byPtr[key]
-	terms.mu.Unlock()
-	if ok && e.s == p {
-		return e.terms
-	}
-	t := tokenize(p)
-	terms.mu.Lock()
-	defer terms.mu.Unlock()
-	if _, ok := terms.byPtr[key]; !ok {
-		if len(terms.order) >= termMemoPassages {
-			delete(terms.byPtr, terms.order[0])
-			terms.order = terms.order[1:]
-		}
-		terms.order = append(terms.order, key)
-	}
-	terms.byPtr[key] = memoTerms{s: p, terms: t}
-	return t
+// passageStats are the terms (tokenize) and lengths in characters
+// (runeLen) of a result's passages; the terms must not be modified.
+type passageStats struct {
+	terms [][]string
+	runes []int
+	total int // sum of runes
 }
 
-// cutNote describes what a filter left out.
-func cutNote(req FilterRequest, keep []int, total int, why string) string {
+// statsOf measures passages, from the memo where it can.
+func statsOf(passages []string) passageStats {
+	st := passageStats{terms: make([][]string, len(passages)), runes: make([]int, len(passages))}
+	known := make([]bool, len(passages))
+	terms.mu.Lock()
+	for i, p := range passages {
+		if len(p) < termMemoMinLen {
+			continue
+		}
+		if e, ok := terms.byPtr[unsafe.StringData(p)]; ok && e.s == p {
+			st.terms[i], st.runes[i], known[i] = e.terms, e.runes, true
+		}
+	}
+	terms.mu.Unlock()
+	missed := 0
+	for i, p := range passages {
+		if !known[i] {
+			st.terms[i], st.runes[i] = tokenize(p), runeLen(p)
+			if len(p) >= termMemoMinLen {
+				missed++
+			}
+		}
+		st.total += st.runes[i]
+	}
+	if missed == 0 {
+		return st
+	}
+	terms.mu.Lock()
+	defer terms.mu.Unlock()
+	for i, p := range passages {
+		if known[i] || len(p) < termMemoMinLen {
+			continue
+		}
+		key := unsafe.StringData(p)
+		if _, ok := terms.byPtr[key]; !ok {
+			if len(terms.order) >= termMemoPassages {
+				delete(terms.byPtr, terms.order[0])
+				terms.order = terms.order[1:]
+			}
+			terms.order = append(terms.order, key)
+		}
+		terms.byPtr[key] = memoTerms{s: p, terms: st.terms[i], runes: st.runes[i]}
+	}
+	return st
+}
+
+// cutNote describes what a filter left out. runes are the passages'
+// lengths in characters; nil counts them.
+func cutNote(req FilterRequest, keep []int, runes []int, total int, why string) string {
 	if len(keep) == len(req.Passages) {
 		return ""
 	}
 	kept := 0
 	for _, i := range keep {
-		kept += runeLen(req.Passages[i])
+		if runes != nil {
+			kept += runes[i]
+		} else {
+			kept += runeLen(req.Passages[i])
+		}
 	}
-	var cut []int
+	cut := make([]int, 0, len(req.Passages)-len(keep))
 	for i := range req.Passages {
 		if _, found := slices.BinarySearch(keep, i); !found {
 			cut = append(cut, i)
 		}
 	}
 	var b strings.Builder
+	b.Grow(256 + len(why) + notePreviews*(previewChars+16))
 	fmt.Fprintf(&b, "filter: %s within the budget of %d characters: kept %d of %d passages (%d of %d characters); cut %d (%s)",
 		why, req.Budget, len(keep), len(req.Passages), kept, total, len(cut), ranges(cut))
-	var previews []string
-	for _, i := range cut[:min(len(cut), notePreviews)] {
-		previews = append(previews, strconvQuote(preview(req.Passages[i])))
-	}
-	if len(previews) > 0 {
-		b.WriteString(", starting ")
-		b.WriteString(strings.Join(previews, ", "))
-		if len(cut) > notePreviews {
-			fmt.Fprintf(&b, " and %d more", len(cut)-notePreviews)
+	for k, i := range cut[:min(len(cut), notePreviews)] {
+		if k == 0 {
+			b.WriteString(", starting ")
+		} else {
+			b.WriteString(", ")
 		}
+		b.WriteString("“")
+		writePreview(&b, req.Passages[i])
+		b.WriteString("”")
+	}
+	if len(cut) > notePreviews {
+		fmt.Fprintf(&b, " and %d more", len(cut)-notePreviews)
 	}
 	b.WriteString(".")
 	return b.String()
@@ -296,9 +332,9 @@ func ranges(idx []int) string {
 			j++
 		}
 		if j == i {
-			parts = append(parts, fmt.Sprint(idx[i]+1))
+			parts = append(parts, strconv.Itoa(idx[i]+1))
 		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d", idx[i]+1, idx[j]+1))
+			parts = append(parts, strconv.Itoa(idx[i]+1)+"-"+strconv.Itoa(idx[j]+1))
 		}
 		i = j + 1
 	}
@@ -309,16 +345,39 @@ func ranges(idx []int) string {
 	return prefix + strings.Join(parts, ", ")
 }
 
-// preview returns the start of a passage on one line.
+// preview returns the start of a passage on one line: its words joined by
+// single spaces, cut after previewChars characters with "…".
 func preview(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if runeLen(s) <= previewChars {
-		return s
-	}
-	return string([]rune(s)[:previewChars]) + "…"
+	var b strings.Builder
+	b.Grow(previewChars + len("…"))
+	writePreview(&b, s)
+	return b.String()
 }
 
-func strconvQuote(s string) string { return "“" + s + "”" }
+// writePreview writes preview(s) to b, reading only as much of s as it
+// shows.
+func writePreview(b *strings.Builder, s string) {
+	n := 0
+	space := false // a space is due before the next word
+	for _, r := range s {
+		if unicode.IsSpace(r) {
+			space = n > 0
+			continue
+		}
+		if space && n < previewChars {
+			b.WriteByte(' ')
+			n++
+		}
+		space = false
+		if n == previewChars {
+			// More follows the cut.
+			b.WriteString("…")
+			return
+		}
+		b.WriteRune(r)
+		n++
+	}
+}
 
 // runeLen is utf8.RuneCountInString(s) (an invalid byte counts as one rune),
 // eight ASCII bytes at a time: it runs several times over every passage of

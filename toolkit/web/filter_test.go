@@ -76,7 +76,7 @@ func TestBM25Ranking(t *testing.T) {
 		"garden garden tools",
 		"tomato soil",
 	}
-	scores := BM25Filter{}.scores(uniqueTerms(tokenize("tomato blight")), passages)
+	scores := BM25Filter{}.scores(uniqueTerms(tokenize("tomato blight")), statsOf(passages))
 	if !(scores[1] > scores[0] && scores[0] > scores[3] && scores[3] > 0 && scores[2] == 0) {
 		t.Errorf("scores %v: want blight passage first, repeated tomato above single, garden tools 0", scores)
 	}
@@ -107,5 +107,39 @@ func TestRuneLenCountsLikeUTF8(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestPreviewCollapsesAndCuts(t *testing.T) {
+	// reference is the plain definition: words joined by one space, cut
+	// after previewChars characters.
+	reference := func(s string) string {
+		s = strings.Join(strings.Fields(s), " ")
+		if utf8.RuneCountInString(s) <= previewChars {
+			return s
+		}
+		return string([]rune(s)[:previewChars]) + "…"
+	}
+	long := strings.Repeat("word ", 30)
+	exact := strings.Repeat("x", previewChars)
+	tests := []struct{ name, in string }{
+		{"empty", ""},
+		{"spaces only", " \t\n "},
+		{"short", "  a   short\n\tpassage  "},
+		{"long", long},
+		{"exactly the limit", exact},
+		{"the limit then spaces", exact + "   \n"},
+		{"the limit then a word", exact + " y"},
+		{"a space at the cut", strings.Repeat("x", previewChars-1) + "  yz"},
+		{"one over", exact + "y"},
+		{"multibyte", strings.Repeat("é ü ", 20)},
+		{"unicode spaces", "a\u00a0b\u2003c" + long},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, want := preview(tt.in), reference(tt.in); got != want {
+				t.Fatalf("preview(%q) = %q, want %q", tt.in, got, want)
+			}
+		})
 	}
 }

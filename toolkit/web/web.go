@@ -305,7 +305,7 @@ func (w *Web) runFilter(ctx context.Context, tool, query string, passages []stri
 		}
 		keep := HeadWithin(passages, budget)
 		return keep, cutNote(FilterRequest{Tool: tool, Query: query, Passages: passages, Budget: budget},
-			keep, totalLen(passages), "the result filter failed; kept the first passages")
+			keep, nil, totalLen(passages), "the result filter failed; kept the first passages")
 	}
 	keep := slices.Clone(res.Keep)
 	slices.Sort(keep)
