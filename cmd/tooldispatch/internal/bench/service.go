@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -27,10 +26,16 @@ import (
 
 // Workload names of the service load.
 const (
-	wSvcRate = "service: 100 clients, 10-call turns of calculate over HTTP"
-	wSvcP50  = "service: turn latency p50"
-	wSvcP99  = "service: turn latency p99"
+	wSvcRate      = "service: 100 clients, 10-call turns of calculate over HTTP"
+	wSvcP50       = "service: turn latency p50"
+	wSvcP99       = "service: turn latency p99"
+	wSvcPacedRate = "service: 100 clients paced to 5 000 calls/s offered"
+	wSvcPacedP50  = "service: turn latency p50 at 5 000 calls/s offered"
+	wSvcPacedP99  = "service: turn latency p99 at 5 000 calls/s offered"
 )
+
+// svcPacedRate is the offered load of the paced service run, calls/s.
+const svcPacedRate = 5000
 
 // ServiceLoad is what the service load generator measured.
 type ServiceLoad struct {
@@ -58,6 +63,15 @@ type ServiceLoadOptions struct {
 	CallsPerTurn   int
 	Duration       time.Duration // the run ends at this time…
 	TurnsPerClient int           // …or when every client has posted this many turns
+	// Rate, when set, paces the clients to offer this many calls per
+	// second together (open loop): client c posts turn k at
+	// start + (k + c/Clients) × Clients×CallsPerTurn/Rate, and a turn's
+	// latency counts from that time, so a turn posted late because the
+	// one before it was slow counts the wait as well. Zero: every client
+	// posts its next turn as soon as the last is answered (closed loop),
+	// which measures the most calls/s but makes the mean latency
+	// Clients / turns per second by Little's law.
+	Rate float64
 }
 
 // RunServiceLoad starts the HTTP service (package service over the actors
@@ -107,7 +121,10 @@ func RunServiceLoad(ctx context.Context, o ServiceLoadOptions) (*ServiceLoad, er
 		_ = hs.Shutdown(sctx)
 	}()
 
-	tr := &http.Transport{MaxIdleConns: 2 * o.Clients, MaxIdleConnsPerHost: 2 * o.Clients, IdleConnTimeout: time.Minute}
+	// One kept-alive connection per client: the pool holds them all, and no
+	// client ever waits for a connection or dials a second one.
+	tr := &http.Transport{MaxIdleConns: o.Clients, MaxIdleConnsPerHost: o.Clients, MaxConnsPerHost: o.Clients,
+		IdleConnTimeout: time.Minute, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: time.Minute}
 	base := "http://" + ln.Addr().String()
@@ -126,8 +143,27 @@ func RunServiceLoad(ctx context.Context, o ServiceLoadOptions) (*ServiceLoad, er
 		go func() {
 			defer wg.Done()
 			session := "svc-" + strconv.Itoa(c)
+			cl := newCalcClient(client, base, session, o.CallsPerTurn)
+			var interval time.Duration
+			if o.Rate > 0 {
+				interval = time.Duration(float64(time.Second) * float64(o.Clients*o.CallsPerTurn) / o.Rate)
+			}
+			timer := time.NewTimer(time.Hour)
+			timer.Stop()
 			for k := 0; k < o.TurnsPerClient && lctx.Err() == nil; k++ {
-				d, err := postCalcTurn(client, base, session, k, o.CallsPerTurn)
+				start := time.Now()
+				if interval > 0 {
+					start = t0.Add(time.Duration(k)*interval + time.Duration(c)*interval/time.Duration(o.Clients))
+					if wait := time.Until(start); wait > 0 {
+						timer.Reset(wait)
+						select {
+						case <-timer.C:
+						case <-lctx.Done():
+							return
+						}
+					}
+				}
+				d, err := cl.post(k, start)
 				if err != nil {
 					results[c].err = fmt.Errorf("%s turn %d: %w", session, k, err)
 					return
@@ -153,61 +189,83 @@ func RunServiceLoad(ctx context.Context, o ServiceLoadOptions) (*ServiceLoad, er
 	return load, nil
 }
 
-// postCalcTurn posts one turn of calls calculate calls and checks the reply.
-func postCalcTurn(client *http.Client, base, session string, k, calls int) (time.Duration, error) {
-	type fn struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
+// calcClient is one client of the load: its session, and the buffers its
+// turns reuse (request body, reply, decoded reply).
+type calcClient struct {
+	client  *http.Client
+	url     string // the session's turns endpoint
+	calls   int
+	body    []byte
+	reply   bytes.Buffer
+	decoded calcReply
+}
+
+type calcReply struct {
+	Messages []struct {
+		Status  string `json:"status"`
+		Content string `json:"content"`
+	} `json:"messages"`
+}
+
+func newCalcClient(client *http.Client, base, session string, calls int) *calcClient {
+	return &calcClient{client: client, url: base + "/v1/sessions/" + session + "/turns", calls: calls}
+}
+
+// turnBody appends the body of turn k: calls calculate calls "x * 3" with
+// x = k*calls + i.
+func turnBody(b []byte, k, calls int) []byte {
+	b = append(b, `{"run":"load","provider":"`...)
+	b = append(b, toolkit.ProviderClaudeCode...)
+	b = append(b, `","approve":"`...)
+	b = append(b, actors.ApproveAll...)
+	b = append(b, `","auto_load_schemas":true,"message":{"role":"assistant","content":"","tool_calls":[`...)
+	for i := range calls {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":"c`...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, `","type":"function","function":{"name":"calculate","arguments":"{\"expression\":\"`...)
+		b = strconv.AppendInt(b, int64(k*calls+i), 10)
+		b = append(b, ` * 3\"}"}}`...)
 	}
-	type call struct {
-		ID       string `json:"id"`
-		Type     string `json:"type"`
-		Function fn     `json:"function"`
-	}
-	tc := make([]call, calls)
-	for i := range tc {
-		x := k*calls + i
-		tc[i] = call{ID: "c" + strconv.Itoa(i), Type: "function",
-			Function: fn{Name: "calculate", Arguments: `{"expression":"` + strconv.Itoa(x) + ` * 3"}`}}
-	}
-	body, err := json.Marshal(map[string]any{"run": "load", "provider": toolkit.ProviderClaudeCode, "approve": actors.ApproveAll, "auto_load_schemas": true,
-		"message": map[string]any{"role": "assistant", "content": "", "tool_calls": tc}})
-	if err != nil {
-		return 0, err
-	}
-	req, err := http.NewRequest("POST", base+"/v1/sessions/"+session+"/turns", bytes.NewReader(body))
+	return append(b, "]}}"...)
+}
+
+// post posts turn k and checks the reply; it returns the time from start
+// to the end of the reply.
+func (c *calcClient) post(k int, start time.Time) (time.Duration, error) {
+	c.body = turnBody(c.body[:0], k, c.calls)
+	req, err := http.NewRequest("POST", c.url, bytes.NewReader(c.body))
 	if err != nil {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	start := time.Now()
-	resp, err := client.Do(req)
+	resp, err := c.client.Do(req)
 	if err != nil {
 		return 0, err
 	}
-	data, err := io.ReadAll(resp.Body)
+	c.reply.Reset()
+	_, err = c.reply.ReadFrom(resp.Body)
 	resp.Body.Close()
 	d := time.Since(start)
 	if err != nil {
 		return 0, err
 	}
+	data := c.reply.Bytes()
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("status %d: %.200s", resp.StatusCode, data)
 	}
-	var reply struct {
-		Messages []struct {
-			Status  string `json:"status"`
-			Content string `json:"content"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(data, &reply); err != nil {
+	c.decoded.Messages = c.decoded.Messages[:0]
+	if err := json.Unmarshal(data, &c.decoded); err != nil {
 		return 0, err
 	}
-	if len(reply.Messages) != calls {
-		return 0, fmt.Errorf("%d results for %d calls", len(reply.Messages), calls)
+	if len(c.decoded.Messages) != c.calls {
+		return 0, fmt.Errorf("%d results for %d calls", len(c.decoded.Messages), c.calls)
 	}
-	for i, m := range reply.Messages {
-		if m.Status != string(toolkit.StatusOK) || m.Content != strconv.Itoa(3*(k*calls+i)) {
+	var want [20]byte
+	for i, m := range c.decoded.Messages {
+		if m.Status != string(toolkit.StatusOK) || m.Content != string(strconv.AppendInt(want[:0], int64(3*(k*c.calls+i)), 10)) {
 			return 0, fmt.Errorf("call %d: %s %q", i, m.Status, m.Content)
 		}
 	}
@@ -242,10 +300,34 @@ func (r *runner) service(ctx context.Context) error {
 	}
 	rate.AllocsPerTurn = median(perTurn)
 	rate.AllocsPerCall = rate.AllocsPerTurn / float64(o.CallsPerTurn)
-	rate.Note = fmt.Sprintf("%d clients on loopback, in-process server, Badger without fsync; %d turns over %d rounds of ≤ %v; allocations of client and server together",
+	rate.Note = fmt.Sprintf("%d clients on loopback, in-process server, Badger without fsync; %d turns over %d rounds of ≤ %v; allocations of client and server together; closed loop: mean latency = clients / turns per second",
 		o.Clients, turns, rounds, o.Duration)
 	r.rep.add(rate)
 	r.rep.add(p50)
 	r.rep.add(p99)
+
+	// The same clients paced to the target's rate: the latency a turn sees
+	// when the service is asked for 5 000 calls/s, not for all it can do.
+	o.Rate = svcPacedRate
+	if r.o.Quick {
+		o.Rate = svcPacedRate / 5
+	}
+	prate := Row{Workload: wSvcPacedRate, System: SysBadger, Unit: "calls/s"}
+	pp50 := Row{Workload: wSvcPacedP50, System: SysBadger, Unit: "ms"}
+	pp99 := Row{Workload: wSvcPacedP99, System: SysBadger, Unit: "ms"}
+	for range rounds {
+		l, err := RunServiceLoad(ctx, o)
+		if err != nil {
+			return err
+		}
+		prate.Rounds = append(prate.Rounds, l.CallsPerSecond())
+		pp50.Rounds = append(pp50.Rounds, float64(l.P(0.50).Microseconds())/1e3)
+		pp99.Rounds = append(pp99.Rounds, float64(l.P(0.99).Microseconds())/1e3)
+	}
+	prate.Note = fmt.Sprintf("%d clients, each posting a turn every %v (open loop); latency from the time a turn was due", o.Clients,
+		time.Duration(float64(time.Second)*float64(o.Clients*o.CallsPerTurn)/o.Rate))
+	r.rep.add(prate)
+	r.rep.add(pp50)
+	r.rep.add(pp99)
 	return nil
 }
