@@ -31,11 +31,16 @@ type errorBody struct {
 	Error string `json:"error"`
 }
 
+var (
+	jsonContentType = []string{"application/json; charset=utf-8"}
+	noStore         = []string{"no-store"}
+)
+
 // writeJSON writes v as the JSON body of a response with code.
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
+	h["Content-Type"] = jsonContentType // shared, see securityHeaders
+	h["Cache-Control"] = noStore
 	w.WriteHeader(code)
 	// Only values built here: encoding cannot fail, and a write error
 	// means the client went away.
