@@ -18,14 +18,16 @@ const benchUsage = `Usage:
 Runs the performance workloads against (a) tooldispatch with Badger on disk,
 (b) tooldispatch with the in-memory store, (c) a bare dispatcher without
 actors doing the same validation and commit, and (d) cloudwego/eino's
-ToolsNode (run with "go run" from the peers module), then prints medians, the
-ratio of each to (a), the targets and the machine's facts.
+ToolsNode (run with "go run" from the peers module, in a temporary go.work
+with this checkout), then prints medians, the ratio of each to (a), the
+targets and the machine's facts.
 
 With --service it runs only the service load generator: the HTTP service
 started in this process on 127.0.0.1 (Badger without fsync, the built-in
 tools), 100 clients on sessions of their own posting 10-call turns of
-calculate for a few seconds per round; it prints calls/s and the p50 and p99
-turn latency. The full run includes it too.
+calculate for a few seconds per round, first each as fast as it is answered,
+then paced to 5 000 calls/s together; it prints calls/s and the p50 and p99
+turn latency of both. The full run includes it too.
 
 Flags:
 `
