@@ -268,6 +268,7 @@ func (s *loadCounter) LoadSession(ctx context.Context, session string) (cachesto
 // earlier call's result still de-duplicates. The clock is synctest's.
 func TestPassivationKeepsState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		settleBubble(t)
 		const idle = time.Minute
 		var store *loadCounter
 		h := newHarness(t, func(c *Config) {

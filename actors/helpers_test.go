@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -245,4 +246,16 @@ func (h *harness) eventKinds(callID string) []string {
 		}
 	}
 	return out
+}
+
+// settleBubble is called first in a synctest bubble that runs a
+// dispatcher: a dead letter during shutdown starts protoactor's log
+// throttle, a goroutine waiting on a one-second ticker, and a bubble must
+// not end with it still waiting. The cleanup (run in the bubble after the
+// harness's shutdown) moves the bubble's clock past that second.
+func settleBubble(t *testing.T) {
+	t.Cleanup(func() {
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+	})
 }

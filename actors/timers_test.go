@@ -17,6 +17,7 @@ import (
 // exactly ConfirmTimeout, and the call does not run.
 func TestConfirmTimeoutSkips(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		settleBubble(t)
 		const wait = 7 * time.Second
 		h := newHarness(t, func(c *Config) { c.ConfirmTimeout = wait })
 		tr := turn("s1", "r1", call("w", "write", `{"path":"f"}`))
@@ -43,6 +44,7 @@ func TestConfirmTimeoutSkips(t *testing.T) {
 // timeout; its goroutine is counted as still running until it returns.
 func TestWatchdogAbandonsAtTimeoutPlusGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		settleBubble(t)
 		const grace = 3 * time.Second
 		h := newHarness(t, func(c *Config) { c.WatchdogGrace = grace })
 		tool, _ := h.d.cfg.Registry.Lookup("stubborn")
