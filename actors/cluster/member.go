@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -51,6 +52,11 @@ type Options struct {
 	// Provider is the membership provider: protoactor's etcd provider, or
 	// its automanaged provider for a static member list.
 	Provider protocluster.ClusterProvider
+	// ServiceURL is the address this member's service (HTTP API) is
+	// reached at, told to the other members so that they can name the
+	// owner of a session to a client (Member.Owner). May be set later
+	// with Member.Advertise; "" advertises none.
+	ServiceURL string
 }
 
 // Validate names the first bad field.
@@ -75,11 +81,30 @@ func (o *Options) Validate() error {
 // events of every session, wherever its grain runs. Close leaves the
 // cluster.
 func NewMember(cfg actors.Config, co Options) (*actors.Dispatcher, error) {
+	m, err := Join(cfg, co)
+	if err != nil {
+		return nil, err
+	}
+	return m.Dispatcher, nil
+}
+
+// Member is a dispatcher that is a cluster member, with the placement of
+// the sessions over the members. Its methods are safe for concurrent use.
+type Member struct {
+	// Dispatcher takes the member's requests; Close leaves the cluster.
+	Dispatcher *actors.Dispatcher
+	p          *placement
+}
+
+// Join starts a cluster member as NewMember does and returns it with the
+// placement of sessions, which tells where a session lives.
+func Join(cfg actors.Config, co Options) (*Member, error) {
 	if err := co.Validate(); err != nil {
 		return nil, err
 	}
 	sys := actors.NewActorSystem(cfg.Logger)
 	members := new(atomic.Pointer[[]string])
+	p := newPlacement(sys, co.ServiceURL)
 	// Events of grains hosted here go to the local sink and to every other
 	// member's relay; the relay hands them to its member's sink.
 	local := cfg.Events
@@ -97,18 +122,34 @@ func NewMember(cfg actors.Config, co Options) (*actors.Dispatcher, error) {
 		}
 	}
 	d, err := actors.NewRouted(sys, cfg, func(sessions *actor.Props) (actors.Router, error) {
-		return start(sys, co, sessions, local, members)
+		return start(sys, co, sessions, local, members, p)
 	})
 	if err != nil {
 		sys.Shutdown()
 		return nil, err
 	}
-	return d, nil
+	return &Member{Dispatcher: d, p: p}, nil
 }
+
+// Owner returns where session's grain lives now: the member the cluster's
+// placement (disthash over the current members) puts it on, with the
+// service address that member advertised. The owner's address is asked
+// once per member, bounded by ctx.
+func (m *Member) Owner(ctx context.Context, session string) Owner {
+	return m.p.owner(ctx, session)
+}
+
+// Advertise sets the service address this member tells the others (see
+// Options.ServiceURL), e.g. once its HTTP listener has a port.
+func (m *Member) Advertise(url string) { m.p.url.Store(&url) }
+
+// Forwarded counts the requests this member sent to a session grain hosted
+// on another member: each is a round trip between members.
+func (m *Member) Forwarded() uint64 { return m.p.forwarded.Load() }
 
 // start joins the cluster with session grains of the given props.
 func start(sys *actor.ActorSystem, co Options, sessions *actor.Props, local func(*messages.Event),
-	members *atomic.Pointer[[]string]) (*router, error) {
+	members *atomic.Pointer[[]string], p *placement) (*router, error) {
 	var opts []remote.ConfigOption
 	if co.AdvertisedHost != "" {
 		opts = append(opts, remote.WithAdvertisedHost(co.AdvertisedHost))
@@ -125,6 +166,9 @@ func start(sys *actor.ActorSystem, co Options, sessions *actor.Props, local func
 	if _, err := sys.Root.SpawnNamed(relay, eventRelayName); err != nil {
 		return nil, fmt.Errorf("starting the event relay: %w", err)
 	}
+	if _, err := sys.Root.SpawnNamed(p.directory(), directoryName); err != nil {
+		return nil, fmt.Errorf("starting the directory: %w", err)
+	}
 	// Follow the membership from before the member starts, so the first
 	// topology is not missed, then seed it from the member list.
 	sub := sys.EventStream.Subscribe(func(evt any) {
@@ -134,17 +178,21 @@ func start(sys *actor.ActorSystem, co Options, sessions *actor.Props, local func
 				addrs = append(addrs, m.Address())
 			}
 			members.Store(&addrs)
+			p.update(t.Members)
 		}
 	})
 	c.StartMember()
 	if members.Load() == nil {
 		var addrs []string
-		for _, m := range c.MemberList.Members().Members() {
+		current := c.MemberList.Members().Members()
+		for _, m := range current {
 			addrs = append(addrs, m.Address())
 		}
-		members.CompareAndSwap(nil, &addrs)
+		if members.CompareAndSwap(nil, &addrs) {
+			p.update(current)
+		}
 	}
-	return &router{sys: sys, c: c, members: members, stop: func() {
+	return &router{sys: sys, c: c, members: members, p: p, stop: func() {
 		sys.EventStream.Unsubscribe(sub)
 		c.Shutdown(true)
 	}}, nil

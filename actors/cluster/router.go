@@ -20,6 +20,7 @@ type router struct {
 	sys     *actor.ActorSystem
 	c       *protocluster.Cluster
 	members *atomic.Pointer[[]string] // the cluster's member addresses
+	p       *placement
 	stop    func()
 }
 
@@ -34,6 +35,9 @@ func (r *router) Turn(ctx context.Context, t *messages.DispatchTurn) (any, error
 			}
 			time.Sleep(grainRetryDelay)
 			continue
+		}
+		if pid.Address != r.sys.Address() {
+			r.p.forwarded.Add(1)
 		}
 		res, err := r.await(ctx, pid, t)
 		if deadLetter(res, err) && attempt < grainAttempts {
@@ -93,6 +97,9 @@ func (r *router) Request(ctx context.Context, session string, msg any) (any, err
 	timeout := requestTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	if addr := r.p.ownerAddress(session); addr != "" && addr != r.sys.Address() {
+		r.p.forwarded.Add(1)
 	}
 	return r.c.Request(session, SessionKind, msg, protocluster.WithTimeout(timeout))
 }

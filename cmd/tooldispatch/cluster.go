@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"time"
@@ -76,3 +78,77 @@ func clusterOptions(o *options) (tdcluster.Options, error) {
 	}
 	return co, nil
 }
+
+// clusterConfig is the [cluster] section: owner routing of a member
+// (serve --cluster; ignored otherwise).
+type clusterConfig struct {
+	// ServiceURL is the address (scheme://host[:port][/prefix]) the other
+	// members name to clients as this member's: the Tooldispatch-Owner
+	// header and redirects point there. --service-url wins. Default
+	// http://HOST:PORT of the listener (--addr), its host replaced by the
+	// --cluster-addr host when it listens on all interfaces.
+	ServiceURL string `toml:"service_url"`
+	// Redirect answers a session request that another member owns with
+	// 307 Temporary Redirect to the owner, without running it, instead of
+	// forwarding it over the cluster (--redirect turns it on too).
+	Redirect bool `toml:"redirect"`
+}
+
+// validate names the first bad key.
+func (c clusterConfig) validate() error {
+	if c.ServiceURL != "" {
+		if err := checkServiceURL(c.ServiceURL); err != nil {
+			return fmt.Errorf("cluster.service_url: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkServiceURL accepts an http or https URL without query or fragment.
+func checkServiceURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("%q is not an http or https address (scheme://host[:port][/prefix])", s)
+	}
+	return nil
+}
+
+// routing is a member's owner routing as the flags and [cluster] decide.
+type routing struct {
+	redirect   bool
+	serviceURL string
+}
+
+// routingSettings decides the owner routing of a member listening on
+// listen: a flag wins over the file's key.
+func routingSettings(o *options, cfg *fileConfig, listen net.Addr) (routing, error) {
+	r := routing{redirect: o.redirect || cfg.Cluster.Redirect, serviceURL: cmp.Or(o.serviceURL, cfg.Cluster.ServiceURL)}
+	if o.serviceURL != "" {
+		if err := checkServiceURL(o.serviceURL); err != nil {
+			return r, fmt.Errorf("--service-url: %w", err)
+		}
+	}
+	if r.serviceURL == "" && listen != nil {
+		host, port, err := net.SplitHostPort(listen.String())
+		if err != nil {
+			return r, err
+		}
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			if h, _, err := net.SplitHostPort(o.clusterAddr); err == nil && h != "" {
+				host = h
+			}
+		}
+		r.serviceURL = "http://" + net.JoinHostPort(host, port)
+	}
+	return r, nil
+}
+
+// memberPlacement is a cluster member as the service's Placement.
+type memberPlacement struct{ m *tdcluster.Member }
+
+func (p memberPlacement) Owner(ctx context.Context, session string) (string, bool) {
+	o := p.m.Owner(ctx, session)
+	return o.URL, o.Self
+}
+
+func (p memberPlacement) Forwarded() uint64 { return p.m.Forwarded() }

@@ -46,6 +46,8 @@ type fileConfig struct {
 	// Telemetry: OpenTelemetry traces over OTLP/HTTP ([telemetry]); off
 	// when absent.
 	Telemetry telemetryConfig `toml:"telemetry"`
+	// Cluster: owner routing of serve --cluster ([cluster]).
+	Cluster clusterConfig `toml:"cluster"`
 }
 
 type secretsConfig struct {
@@ -201,6 +203,9 @@ func (c *fileConfig) validate() error {
 		}
 	}
 	if err := c.Telemetry.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Cluster.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Dispatcher.PatternTimeout.Duration < 0 {

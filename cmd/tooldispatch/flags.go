@@ -75,6 +75,8 @@ type options struct {
 	automanagePort int
 	etcd           string
 	postgres       string
+	redirect       bool
+	serviceURL     string
 
 	// serve
 	addr         string
@@ -173,6 +175,8 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 		fs.IntVar(&o.automanagePort, "automanage-port", 0, "`PORT` this member answers static-membership checks on")
 		fs.StringVar(&o.etcd, "etcd", "", "membership through etcd: comma-separated `ENDPOINTS`")
 		fs.StringVar(&o.postgres, "postgres", "", "the cluster's shared store: PostgreSQL `URL` (default $TOOLDISPATCH_PG_URL)")
+		fs.StringVar(&o.serviceURL, "service-url", "", "`URL` other members name to clients as this member's address (default http://ADDR as listened on)")
+		fs.BoolVar(&o.redirect, "redirect", false, "answer a request for a session another member owns with 307 to the owner instead of forwarding it")
 		fs.DurationVar(&o.grace, "grace", defaultGrace, "on SIGTERM/SIGINT, let running turns finish for `DURATION`, then cancel them")
 	}
 

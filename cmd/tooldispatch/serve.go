@@ -43,11 +43,20 @@ func (e *env) cmdServe(args []string) error {
 		return err
 	}
 	defer st.close(log)
+	route, err := routingSettings(o, st.cfg, nil)
+	if err != nil {
+		return failf(exitUsage, "%v", err)
+	}
+	var placement service.Placement
+	if st.member != nil {
+		placement = memberPlacement{st.member}
+	}
 	srv, err := service.New(service.Options{
 		Dispatcher: st.disp, Registry: st.reg, Store: st.store, Broker: broker, Metrics: st.metrics,
 		Token: o.token, AllowOrigins: splitList(o.allowOrigins), Logger: log, Replies: dispatcherReplies{st.disp},
 		Workspace: st.ws,
 		Approve:   o.approve, Exclude: st.cfg.Dispatcher.Exclude, AutoLoadSchemas: st.cfg.Dispatcher.AutoLoadSchemas,
+		Cluster: placement, Redirect: route.redirect && placement != nil,
 	})
 	if err != nil {
 		return failf(exitFailure, "starting the service: %v", err)
@@ -55,6 +64,14 @@ func (e *env) cmdServe(args []string) error {
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return failf(exitFailure, "listening on %s: %v", o.addr, err)
+	}
+	if st.member != nil {
+		// The other members name this address to clients as the owner of
+		// this member's sessions.
+		if route, err = routingSettings(o, st.cfg, ln.Addr()); err != nil {
+			return failf(exitUsage, "%v", err)
+		}
+		st.member.Advertise(route.serviceURL)
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, ErrorLog: nil}
 	served := make(chan error, 1)

@@ -128,7 +128,8 @@ type stack struct {
 	tools   *toolset
 	cfg     *fileConfig
 	disp    *actors.Dispatcher
-	metrics *service.Metrics // serve only
+	member  *tdcluster.Member // serve --cluster only
+	metrics *service.Metrics  // serve only
 	// stopTelemetry flushes the spans not yet sent.
 	stopTelemetry func(context.Context) error
 }
@@ -212,7 +213,10 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 		}
 		s.store, acfg.Store = shared, shared
 		// err, not a new variable: it is checked below.
-		s.disp, err = tdcluster.NewMember(acfg, co)
+		s.member, err = tdcluster.Join(acfg, co)
+		if err == nil {
+			s.disp = s.member.Dispatcher
+		}
 	} else {
 		s.disp, err = actors.New(acfg)
 	}

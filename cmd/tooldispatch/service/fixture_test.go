@@ -48,6 +48,9 @@ type fixtureOpts struct {
 	// mounts it; f.url then ends with the prefix. It defaults to
 	// mountPrefix.
 	mount string
+	// cluster and redirect are Options.Cluster and Options.Redirect.
+	cluster  Placement
+	redirect bool
 }
 
 // mountPrefix is the mount of every fixture that sets none; TestMountedInOwnMux
@@ -120,6 +123,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		Dispatcher: f.disp, Registry: f.reg, Store: f.store, Broker: f.broker, Metrics: f.metrics,
 		Token: o.token, AllowOrigins: o.allowOrigins, MaxBodyBytes: o.maxBody, Replies: o.replies, Workspace: f.ws,
 		Approve: cmp.Or(o.approve, actors.ApproveAll), Exclude: o.exclude, AutoLoadSchemas: o.autoLoad,
+		Cluster: o.cluster, Redirect: o.redirect,
 	}); err != nil {
 		f.close()
 		t.Fatal(err)

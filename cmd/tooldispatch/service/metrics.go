@@ -51,6 +51,7 @@ type Metrics struct {
 	injected    *prometheus.CounterVec
 	httpReqs    *prometheus.CounterVec
 	httpDur     *prometheus.HistogramVec
+	redirects   prometheus.Counter
 
 	mu   sync.Mutex
 	seen map[string]bool // guarded by mu: tool labels in use when tools is nil
@@ -100,6 +101,10 @@ func NewMetrics(tools *toolkit.Registry) *Metrics {
 		httpDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "tooldispatch_http_request_duration_seconds", Help: "HTTP request durations by route (streams last as long as they are open).", Buckets: httpBuckets,
 		}, []string{"route"}),
+		// Registered by a cluster member's server only (observeCluster).
+		redirects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tooldispatch_cluster_redirects_total", Help: "Session requests answered 307 to the member owning the session.",
+		}),
 	}
 	// The dispatcher reports each abandoned call through Observer.Abandoned
 	// (the counter above); whether its tool has returned since is known

@@ -72,6 +72,13 @@ type Options struct {
 	Exclude []string
 	// AutoLoadSchemas is the auto_load_schemas of bodies that do not set it.
 	AutoLoadSchemas bool
+
+	// Cluster, when set (a cluster member), names each session's owner:
+	// responses to session requests carry OwnerHeader.
+	Cluster Placement
+	// Redirect answers a session request that another member owns with
+	// 307 and the owner's address, without running it (Cluster only).
+	Redirect bool
 }
 
 // Validate names the first bad field.
@@ -171,6 +178,9 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.page = page
+	if opts.Cluster != nil {
+		opts.Metrics.observeCluster(opts.Cluster)
+	}
 	s.mux = s.routes()
 	s.handler = s.instrument(s.secure(s.cors(s.authenticate(http.HandlerFunc(s.route)))))
 	return s, nil
@@ -179,13 +189,13 @@ func New(opts Options) (*Server, error) {
 // routes registers every endpoint.
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/sessions/{session}/turns", s.handleTurn)
-	mux.HandleFunc("GET /v1/sessions/{session}/events", s.handleSessionEvents)
-	mux.HandleFunc("POST /v1/sessions/{session}/confirm/{call_id}", s.handleConfirm)
-	mux.HandleFunc("POST /v1/sessions/{session}/answer/{call_id}", s.handleAnswer)
-	mux.HandleFunc("POST /v1/sessions/{session}/client_result/{call_id}", s.handleClientResult)
-	mux.HandleFunc("DELETE /v1/sessions/{session}/runs/{run}", s.handleEndRun)
-	mux.HandleFunc("GET /v1/sessions/{session}", s.handleSession)
+	mux.HandleFunc("POST /v1/sessions/{session}/turns", s.owned(s.handleTurn))
+	mux.HandleFunc("GET /v1/sessions/{session}/events", s.owned(s.handleSessionEvents))
+	mux.HandleFunc("POST /v1/sessions/{session}/confirm/{call_id}", s.owned(s.handleConfirm))
+	mux.HandleFunc("POST /v1/sessions/{session}/answer/{call_id}", s.owned(s.handleAnswer))
+	mux.HandleFunc("POST /v1/sessions/{session}/client_result/{call_id}", s.owned(s.handleClientResult))
+	mux.HandleFunc("DELETE /v1/sessions/{session}/runs/{run}", s.owned(s.handleEndRun))
+	mux.HandleFunc("GET /v1/sessions/{session}", s.owned(s.handleSession))
 	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
 	mux.HandleFunc("GET /v1/tools", s.handleTools)
 	mux.HandleFunc("GET /v1/events", s.handleAllEvents)
