@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -189,7 +190,7 @@ func turnBody(turnID string, calls ...map[string]any) map[string]any {
 		"turn_id": turnID, "message": map[string]any{"role": "assistant", "tool_calls": calls}}
 }
 
-// TestClusterOwnerRedirect: with --redirect, a member answers a turn for a
+// TestClusterOwnerRedirect: with [cluster] redirect = true, a member answers a turn for a
 // session another member owns with 307 to the owner and runs nothing; a
 // request a member already redirected is served wherever it lands (here:
 // sent back to the non-owner, as if the owner had changed in between),
@@ -200,7 +201,11 @@ func TestClusterOwnerRedirect(t *testing.T) {
 		t.Skip("starts cluster members")
 	}
 	ws := t.TempDir()
-	ms, ports := startClusterWith(t, 2, ws, clusterSetup{args: []string{"--redirect"}})
+	conf := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(conf, []byte("[cluster]\nredirect = true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ms, ports := startClusterWith(t, 2, ws, clusterSetup{args: []string{"--config", conf}})
 	hc := ownerClient(t)
 	sessions := []string{"rd-a", "rd-b", "rd-c", "rd-d"}
 	own := owners(t, hc, ms, ports, sessions)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -139,6 +140,12 @@ var configKeyRows = []configKeyRow{
 	{key: "telemetry.endpoint", effect: TestRunTracesToOTLP},
 	{key: "telemetry.service_name", effect: TestRunTracesToOTLP},
 	{key: "telemetry.sample_ratio", effect: TestRunTelemetrySampleRatio},
+
+	// [cluster]: routingSettings (serve --cluster) gives the service's
+	// Redirect and the address the member advertises; end to end in
+	// integration_test TestClusterOwnerRedirect and TestClusterOwnerHeader.
+	{key: "cluster.service_url", effect: testConfigClusterServiceURL},
+	{key: "cluster.redirect", effect: testConfigClusterRedirect},
 }
 
 func TestConfigKeysHaveTheirEffect(t *testing.T) {
@@ -363,5 +370,65 @@ func TestToolsCommandHonoursConfigExclude(t *testing.T) {
 	if code := e.main([]string{"tools", "--workspace", ws, "--config", bad}); code != exitUsage ||
 		!strings.Contains(stderr.String(), `no tool is named "run_comand"; did you mean run_command`) {
 		t.Errorf("a misspelt exclude: exit %d: %s", code, stderr.String())
+	}
+}
+
+// testConfigClusterServiceURL: [cluster] service_url is the address a
+// member advertises; --service-url wins; without either it is the
+// listener's, and a bad URL is refused when the file is read.
+func testConfigClusterServiceURL(t *testing.T) {
+	cfg, err := loadConfig(writeConfig(t, "[cluster]\nservice_url = \"https://m1.example:8443/agent\"\n"), t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8123}
+	for _, tc := range []struct {
+		name string
+		o    options
+		cfg  *fileConfig
+		want string
+	}{
+		{"file", options{}, cfg, "https://m1.example:8443/agent"},
+		{"flag wins", options{serviceURL: "http://m2.example:1"}, cfg, "http://m2.example:1"},
+		{"listener", options{}, &fileConfig{}, "http://127.0.0.1:8123"},
+		{"all interfaces", options{clusterAddr: "10.1.2.3:7000"}, &fileConfig{}, "http://10.1.2.3:8123"},
+	} {
+		addr := net.Addr(listen)
+		if tc.name == "all interfaces" {
+			addr = &net.TCPAddr{IP: net.IPv4zero, Port: 8123}
+		}
+		r, err := routingSettings(&tc.o, tc.cfg, addr)
+		if err != nil || r.serviceURL != tc.want {
+			t.Errorf("%s: service URL %q, %v; want %q", tc.name, r.serviceURL, err, tc.want)
+		}
+	}
+	if _, err := loadConfig(writeConfig(t, "[cluster]\nservice_url = \"m1:8080\"\n"), t.TempDir(), zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "cluster.service_url") {
+		t.Errorf("a service_url without a scheme: %v, want an error naming cluster.service_url", err)
+	}
+	if _, err := routingSettings(&options{serviceURL: "ftp://x"}, &fileConfig{}, listen); err == nil {
+		t.Error("--service-url ftp://x was accepted")
+	}
+}
+
+// testConfigClusterRedirect: [cluster] redirect turns redirect mode on, as
+// --redirect does.
+func testConfigClusterRedirect(t *testing.T) {
+	cfg, err := loadConfig(writeConfig(t, "[cluster]\nredirect = true\n"), t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		o    options
+		cfg  *fileConfig
+		want bool
+	}{
+		{"file", options{}, cfg, true},
+		{"flag", options{redirect: true}, &fileConfig{}, true},
+		{"neither", options{}, &fileConfig{}, false},
+	} {
+		if r, err := routingSettings(&tc.o, tc.cfg, nil); err != nil || r.redirect != tc.want {
+			t.Errorf("%s: redirect %v, %v; want %v", tc.name, r.redirect, err, tc.want)
+		}
 	}
 }
