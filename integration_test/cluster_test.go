@@ -408,49 +408,14 @@ func testClusterPartitionedMemberFenced(t *testing.T, membership string) {
 
 // TestClusterThroughput measures calls/s with 1, 2 and 3 members on
 // loopback (CPU-bound: 10-call turns of calculate from 32 clients on
-// distinct sessions, spread over the members). It runs only with
+// distinct sessions), with the requests spread over the members and with
+// owner routing (see measureClusterThroughput). It runs only with
 // TOOLDISPATCH_CLUSTER_BENCH=1; the figures go to docs/PERFORMANCE.md.
 func TestClusterThroughput(t *testing.T) {
 	if os.Getenv("TOOLDISPATCH_CLUSTER_BENCH") != "1" {
 		t.Skip("a measurement, not a test: set TOOLDISPATCH_CLUSTER_BENCH=1")
 	}
-	const clients, callsPerTurn = 32, 10
-	dur := 10 * time.Second
-	for n := 1; n <= 3; n++ {
-		ms, _ := startCluster(t, n, t.TempDir())
-		var calls []map[string]any
-		for i := 0; i < callsPerTurn; i++ {
-			args, _ := json.Marshal(map[string]any{"expression": fmt.Sprintf("%d*7", i)})
-			calls = append(calls, map[string]any{"id": fmt.Sprintf("c%d", i), "type": "function", "function": map[string]any{"name": "calculate", "arguments": string(args)}})
-		}
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		done, failed := 0, 0
-		end := time.Now().Add(dur)
-		for c := 0; c < clients; c++ {
-			wg.Add(1)
-			go func(c int) {
-				defer wg.Done()
-				base := ms[c%n].http
-				for time.Now().Before(end) {
-					_, err := postTurn(context.Background(), base, fmt.Sprintf("tp-%d-%d", n, c), "", calls...)
-					mu.Lock()
-					if err != nil {
-						failed++
-					} else {
-						done++
-					}
-					mu.Unlock()
-				}
-			}(c)
-		}
-		wg.Wait()
-		t.Logf("%d member(s): %.0f calls/s (%d turns, %d failed)", n, float64(done*callsPerTurn)/dur.Seconds(), done, failed)
-		for _, m := range ms {
-			_ = m.cmd.Process.Kill()
-			_ = m.cmd.Wait()
-		}
-	}
+	measureClusterThroughput(t)
 }
 
 // TestClusterConfirmFromAnotherMember starts a turn that needs a
