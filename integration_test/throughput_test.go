@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +48,8 @@ type benchSample struct {
 	calls    int
 	dur      time.Duration
 	memberMS []float64 // CPU ms of each member process
+	loadMS   float64   // CPU ms of this process (the load generator)
+	machine  float64   // CPU ms the whole machine used (/proc/stat)
 	pgMS     float64   // CPU ms of the PostgreSQL processes (-1: unknown)
 	hops     int
 	pg       pgStats
@@ -61,13 +66,15 @@ func (s benchSample) row() string {
 		pg = fmt.Sprintf("%.0f", s.pgMS*1000/float64(max(s.calls, 1)))
 	}
 	turns := float64(max(s.turns, 1))
-	return fmt.Sprintf("| %d | %s | %.0f | %.2f | %.0f | %s | %.2f | %.0f | %.0f | %d |",
+	ours := total + s.loadMS + max(s.pgMS, 0)
+	others := (s.machine - ours) / float64(s.dur.Milliseconds())
+	return fmt.Sprintf("| %d | %s | %.0f | %.2f | %.0f | %s | %.0f | %.2f | %.2f | %.0f | %.0f | %d |",
 		s.members, s.routing, float64(s.calls)/s.dur.Seconds(), float64(s.hops)/turns,
-		total*1000/float64(max(s.calls, 1)), pg, float64(s.pg.xacts)/turns, float64(s.pg.wal)/turns,
+		total*1000/float64(max(s.calls, 1)), pg, s.loadMS*1000/float64(max(s.calls, 1)), others, float64(s.pg.xacts)/turns, float64(s.pg.wal)/turns,
 		float64(s.wire)/turns, s.failed)
 }
 
-const benchHeader = "| members | routing | calls/s | hops/turn | members' CPU µs/call | PostgreSQL CPU µs/call | PG write transactions/turn | WAL bytes/turn | cluster bytes/turn | failed turns |\n|---|---|---|---|---|---|---|---|---|---|"
+const benchHeader = "| members | routing | calls/s | hops/turn | members' CPU µs/call | PostgreSQL CPU µs/call | load generator CPU µs/call | other processes' cores | PG write transactions/turn | WAL bytes/turn | cluster bytes/turn | failed turns |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
 
 // measureClusterThroughput runs the whole measurement and logs one table.
 func measureClusterThroughput(t *testing.T) {
@@ -147,8 +154,124 @@ func measureClusterThroughput(t *testing.T) {
 		hopRows = append(hopRows, fmt.Sprintf("%s member 0: %.1f µs/call, member 1: %.1f µs/call", s.row(),
 			s.memberMS[0]*1000/float64(s.calls), s.memberMS[1]*1000/float64(s.calls)))
 	}
-	t.Logf("owner routing, 10-call turns of calculate, %d clients, %s per run:\n%s\n%s\n\nthe cost of a hop:\n%s\n%s",
-		clients, dur, benchHeader, strings.Join(rows, "\n"), benchHeader, strings.Join(hopRows, "\n"))
+	for _, m := range ms {
+		_ = m.cmd.Process.Kill()
+		_ = m.cmd.Wait()
+	}
+	latRows := measurePGLatency(t, dur, calls, clients)
+	t.Logf("owner routing, 10-call turns of calculate, %d clients, %s per run:\n%s\n%s\n\nthe cost of a hop:\n%s\n%s\n\nPostgreSQL behind a delay:\n%s",
+		clients, dur, benchHeader, strings.Join(rows, "\n"), benchHeader, strings.Join(hopRows, "\n"), strings.Join(latRows, "\n"))
+}
+
+// measurePGLatency runs 1 and 2 members with owner routing against a
+// PostgreSQL behind a delay proxy, and reads the round trips per turn and
+// the round-trip time the members see.
+func measurePGLatency(t *testing.T, dur time.Duration, calls []map[string]any, clients int) []string {
+	pgURL := pgServer(t)
+	u, err := url.Parse(pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, oneWay := range []time.Duration{250 * time.Microsecond, time.Millisecond} {
+		proxy := startDelayProxy(t, u.Host, oneWay)
+		pu := *u
+		pu.Host = proxy.addr
+		t.Setenv("TOOLDISPATCH_PG_URL", pu.String())
+		rtt := pgRTT(t, pu.String())
+		for n := 1; n <= 2; n++ {
+			ms, _ := startCluster(t, n, t.TempDir())
+			hc := ownerClient(t)
+			var urls []string
+			for _, m := range ms {
+				urls = append(urls, m.http)
+			}
+			c, err := client.New(client.Options{Members: urls, HTTP: hc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The round-trip time the members see, sampled during the load.
+			probe, err := pgx.Connect(context.Background(), pu.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rtts []time.Duration
+			probeDone := make(chan struct{})
+			sends0 := proxy.sends.Load()
+			start := time.Now()
+			go func() {
+				defer close(probeDone)
+				for time.Since(start) < dur {
+					t0 := time.Now()
+					if _, err := probe.Exec(context.Background(), "SELECT 1"); err != nil {
+						return
+					}
+					rtts = append(rtts, time.Since(t0))
+					time.Sleep(20 * time.Millisecond)
+				}
+			}()
+			end := start.Add(dur)
+			var turns, failed atomic.Int64
+			var wg sync.WaitGroup
+			for cl := 0; cl < clients; cl++ {
+				wg.Add(1)
+				go func(cl int) {
+					defer wg.Done()
+					for time.Now().Before(end) {
+						res, err := c.Turn(context.Background(), fmt.Sprintf("lat-%d-%d", n, cl), map[string]any{"run": "r", "provider": "claude-code",
+							"auto_load_schemas": true, "approve": "all", "message": map[string]any{"role": "assistant", "tool_calls": calls}})
+						if err != nil || res.Status != http.StatusOK {
+							failed.Add(1)
+						} else {
+							turns.Add(1)
+						}
+					}
+				}(cl)
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			<-probeDone
+			probe.Close(context.Background())
+			// The probe's own round trips are not the members'.
+			rt := float64(proxy.sends.Load()-sends0-int64(len(rtts))) / float64(max(turns.Load(), 1))
+			slices.Sort(rtts)
+			loaded := rtts[len(rtts)/2]
+			rows = append(rows, fmt.Sprintf("| %d | %s | %.2f ms | %.2f ms | %.0f | %.1f | %.0f | %.0f | %d |", n, oneWay, float64(rtt.Microseconds())/1000,
+				float64(loaded.Microseconds())/1000, float64(turns.Load())*float64(len(calls))/elapsed.Seconds(), rt,
+				float64(turns.Load())/elapsed.Seconds(), float64(n*pgPoolConns)/(rt*loaded.Seconds()), failed.Load()))
+			t.Logf("%s", rows[len(rows)-1])
+			for _, m := range ms {
+				_ = m.cmd.Process.Kill()
+				_ = m.cmd.Wait()
+			}
+		}
+	}
+	return append([]string{"| members | proxy delay each way | PG RTT idle | PG RTT under load | calls/s | PG round trips/turn | turns/s | model: members × pool / (round trips × RTT) turns/s | failed |",
+		"|---|---|---|---|---|---|---|---|---|"}, rows...)
+}
+
+// pgPoolConns is pgxpool's default pool size on this 2-core machine
+// (max(4, GOMAXPROCS)): the connections a member commits over.
+const pgPoolConns = 4
+
+// pgRTT is the median time of SELECT 1 over url.
+func pgRTT(t *testing.T, url string) time.Duration {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var ds []time.Duration
+	for i := 0; i < 21; i++ {
+		start := time.Now()
+		if _, err := conn.Exec(context.Background(), "SELECT 1"); err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
 // measure runs load from clients goroutines for dur and reads the
@@ -166,6 +289,8 @@ func measure(t *testing.T, ms []*member, ports []int, pg *pgProbe, hc *http.Clie
 	}
 	fwd0 := forwardedAll(t, hc, ms)
 	cpu0 := memberCPU(ms)
+	load0 := procCPU(os.Getpid())
+	mach0 := machineCPU()
 	pgCPU0 := pg.cpu()
 	stats0 := pg.stats(t)
 	wire0 := clusterWireBytes(t, ports, len(ms))
@@ -193,6 +318,8 @@ func measure(t *testing.T, ms []*member, ports []int, pg *pgProbe, hc *http.Clie
 	wg.Wait()
 	s.dur = time.Since(start)
 	cpu1 := memberCPU(ms)
+	s.loadMS = procCPU(os.Getpid()) - load0
+	s.machine = machineCPU() - mach0
 	for i := range ms {
 		s.memberMS = append(s.memberMS, cpu1[i]-cpu0[i])
 	}
@@ -229,6 +356,27 @@ func postTurnWith(ctx context.Context, hc *http.Client, base, session, turnID st
 		return &r, fmt.Errorf("status %d: %s", resp.StatusCode, r.Error)
 	}
 	return &r, nil
+}
+
+// machineCPU returns the CPU time every process of the machine used, in
+// ms (the busy fields of /proc/stat's cpu line).
+func machineCPU() float64 {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	total := 0.0
+	// user nice system idle iowait irq softirq steal: all but idle and iowait.
+	for i, v := range f[1:min(len(f), 9)] {
+		if i == 3 || i == 4 {
+			continue
+		}
+		n, _ := strconv.ParseFloat(v, 64)
+		total += n
+	}
+	return total * 1000 / clkTck
 }
 
 // procCPU returns the user+system CPU time of pid in milliseconds (-1 when
