@@ -234,8 +234,11 @@ func measurePGLatency(t *testing.T, dur time.Duration, calls []map[string]any, c
 			probe.Close(context.Background())
 			// The probe's own round trips are not the members'.
 			rt := float64(proxy.sends.Load()-sends0-int64(len(rtts))) / float64(max(turns.Load(), 1))
-			slices.Sort(rtts)
-			loaded := rtts[len(rtts)/2]
+			loaded := rtt
+			if len(rtts) > 0 {
+				slices.Sort(rtts)
+				loaded = rtts[len(rtts)/2]
+			}
 			rows = append(rows, fmt.Sprintf("| %d | %s | %.2f ms | %.2f ms | %.0f | %.1f | %.0f | %.0f | %d |", n, oneWay, float64(rtt.Microseconds())/1000,
 				float64(loaded.Microseconds())/1000, float64(turns.Load())*float64(len(calls))/elapsed.Seconds(), rt,
 				float64(turns.Load())/elapsed.Seconds(), float64(n*pgPoolConns)/(rt*loaded.Seconds()), failed.Load()))
