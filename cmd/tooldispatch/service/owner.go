@@ -113,14 +113,17 @@ func (w *ownerWriter) Flush() {
 func (w *ownerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // mayRedirect reports whether r may be redirected to another member: not
-// when a member already redirected it, and not when the operator page sent
-// it (its cookie belongs to this member's address; a browser's fetch does
-// not carry it to another).
+// when a member already redirected it, and not when a browser sent it (the
+// operator page: its cookie belongs to this member's address, and a fetch
+// across origins would need CORS on the owner).
 func (s *Server) mayRedirect(r *http.Request) bool {
 	if r.URL.Query().Has(RedirectedParam) {
 		return false
 	}
-	if s.opts.Token != "" && r.Header.Get("Authorization") == "" {
+	if r.Header.Get("Sec-Fetch-Mode") != "" || r.Header.Get("Origin") != "" {
+		return false
+	}
+	if _, err := r.Cookie(tokenCookie); err == nil {
 		return false
 	}
 	return true

@@ -129,6 +129,10 @@ func TestOwnerRedirect(t *testing.T) {
 		t.Errorf("the page's request was answered %d %s, want it served", resp.StatusCode, body)
 	}
 	f.token = token
+	resp, body = f.request(ctx, "GET", "/v1/sessions/far", nil, http.Header{"Sec-Fetch-Mode": {"cors"}})
+	if resp.StatusCode == http.StatusTemporaryRedirect {
+		t.Errorf("a browser's fetch was answered %d %s, want it served", resp.StatusCode, body)
+	}
 
 	_, metrics := f.do("GET", "/metrics", nil)
 	if !strings.Contains(string(metrics), "tooldispatch_cluster_redirects_total 1") {
