@@ -8,6 +8,14 @@
 // needs (protoactor's remote and cluster packages, gRPC), so an embedder
 // that runs in one process does not.
 //
+// Join's Member also tells where a session lives (Member.Owner): the
+// member the cluster's own placement (rendezvous hashing over the current
+// members, as protoactor's disthash lookup places grains) puts it on, with
+// the service address that member advertised (Options.ServiceURL or
+// Member.Advertise), which each member answers from a small actor of its
+// own ("tooldispatch-directory"). Member.Forwarded counts the requests sent
+// to a grain on another member.
+//
 // It must not know how sessions are stored: the caller hands it a store in
 // actors.Config that the members share (PostgreSQL) and that rejects a
 // stale writer; it never opens one. It must not know tools, HTTP or the
