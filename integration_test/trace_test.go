@@ -58,8 +58,11 @@ func TestClusterTraceAcrossMembers(t *testing.T) {
 		t.Fatalf("turn: %d %+v (owner %s)", resp.StatusCode, tr, first.Member)
 	}
 	spans, err := rcv.WaitFor(ctx, func(s []otlptest.Span) bool {
-		return len(otlptest.Named(otlptest.Trace(s, traceID), "tooldispatch.commit")) == 1 &&
-			len(otlptest.Named(otlptest.Trace(s, traceID), "tooldispatch.dispatch")) == 1
+		// The turn span ends after its commit span and may come in a
+		// later export batch: wait for all three.
+		tr := otlptest.Trace(s, traceID)
+		return len(otlptest.Named(tr, "tooldispatch.commit")) == 1 && len(otlptest.Named(tr, "tooldispatch.turn")) == 1 &&
+			len(otlptest.Named(tr, "tooldispatch.dispatch")) == 1
 	})
 	spans = otlptest.Trace(spans, traceID)
 	tree := otlptest.Tree(spans, "service.instance.id", "gen_ai.tool.call.id", "tooldispatch.status")
