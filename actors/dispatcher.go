@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
@@ -251,14 +252,27 @@ func (d *Dispatcher) Confirm(ctx context.Context, r *messages.ConfirmReply) (*me
 	if r == nil || r.Session == "" || r.CallId == "" {
 		return nil, fmt.Errorf("%w: a confirmation needs session and call id", ErrBadRequest)
 	}
+	tp, ts, span := d.cfg.startRequest(ctx, spanConfirm, r.Session, r.CallId)
+	if tp != "" {
+		// The caller's message stays as it was.
+		r = proto.Clone(r).(*messages.ConfirmReply)
+		r.Traceparent, r.Tracestate = tp, ts
+	}
 	res, err := d.request(ctx, r.Session, r)
 	if err != nil {
+		endRequest(span, err)
 		return nil, err
 	}
 	ack, ok := res.(*messages.ConfirmAck)
 	if !ok {
-		return nil, fmt.Errorf("confirming call %q: unexpected reply %T", r.CallId, res)
+		err := fmt.Errorf("confirming call %q: unexpected reply %T", r.CallId, res)
+		endRequest(span, err)
+		return nil, err
 	}
+	if ack.Status != "accepted" {
+		span.SetAttributes(attrStatus.String(ack.Status))
+	}
+	span.End()
 	return ack, nil
 }
 
@@ -283,8 +297,11 @@ func (d *Dispatcher) AnswerWith(ctx context.Context, session, callID string, a t
 	if session == "" || callID == "" {
 		return fmt.Errorf("%w: an answer needs session and call id", ErrBadRequest)
 	}
-	return d.ack(ctx, session, &messages.AnswerQuestion{Session: session, CallId: callID, Text: a.Text,
-		Declined: a.Declined, Origins: a.Origins}, "answering "+strconv.Quote(callID))
+	tp, ts, span := d.cfg.startRequest(ctx, spanAnswer, session, callID)
+	err := d.ack(ctx, session, &messages.AnswerQuestion{Session: session, CallId: callID, Text: a.Text,
+		Declined: a.Declined, Origins: a.Origins, Traceparent: tp, Tracestate: ts}, "answering "+strconv.Quote(callID))
+	endRequest(span, err)
+	return err
 }
 
 // ClientResult commits the result a caller hands back for a client tool's
@@ -294,8 +311,11 @@ func (d *Dispatcher) ClientResult(ctx context.Context, session, callID, content 
 	if session == "" || callID == "" {
 		return fmt.Errorf("%w: a client result needs session and call id", ErrBadRequest)
 	}
-	return d.ack(ctx, session, &messages.ClientResult{Session: session, CallId: callID, Content: content, IsError: isError},
-		"client result for "+strconv.Quote(callID))
+	tp, ts, span := d.cfg.startRequest(ctx, spanClientResult, session, callID)
+	err := d.ack(ctx, session, &messages.ClientResult{Session: session, CallId: callID, Content: content, IsError: isError,
+		Traceparent: tp, Tracestate: ts}, "client result for "+strconv.Quote(callID))
+	endRequest(span, err)
+	return err
 }
 
 // ack sends a request whose reply is a *messages.Ack and returns its error.

@@ -35,6 +35,11 @@ type Router interface {
 	Close() error
 }
 
+// CancelOf is the CancelTurn of turn t, in t's trace.
+func CancelOf(t *messages.DispatchTurn) *messages.CancelTurn {
+	return &messages.CancelTurn{Session: t.Session, RequestId: t.RequestId, Traceparent: t.Traceparent, Tracestate: t.Tracestate}
+}
+
 // localRouter routes through the dispatcher actor of this actor system.
 type localRouter struct {
 	root *actor.RootContext
@@ -56,7 +61,7 @@ func (r *localRouter) Turn(ctx context.Context, t *messages.DispatchTurn) (any, 
 	select {
 	case <-done:
 	case <-ctx.Done():
-		r.root.Send(r.pid, &messages.CancelTurn{Session: t.Session, RequestId: t.RequestId})
+		r.root.Send(r.pid, CancelOf(t))
 		<-done
 	}
 	return res, err

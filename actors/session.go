@@ -103,21 +103,26 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 	case *messages.EndRun:
 		a.enqueue(ctx, m.Session, m)
 	case *messages.ClientResult:
+		a.cfg.traceDelivery(ctx, "ClientResult", m.Traceparent, m.Tracestate, m.Session, m.CallId, "")
 		a.enqueue(ctx, m.Session, m)
 	case *messages.CancelTurn:
 		a.received++
+		a.cfg.traceDelivery(ctx, "CancelTurn", m.Traceparent, m.Tracestate, m.Session, "", "")
 		a.cancel(ctx, m)
 	case *messages.AnswerQuestion:
 		a.received++
 		a.learn(ctx, m.Session)
 		err := a.cfg.board.answer(a.session, m.CallId, toolkit.Answer{Text: m.Text, Declined: m.Declined, Origins: m.Origins})
+		a.cfg.traceDelivery(ctx, "AnswerQuestion", m.Traceparent, m.Tracestate, m.Session, m.CallId, ackError(err))
 		ctx.Respond(&messages.Ack{Error: ackError(err)})
 	case *messages.ConfirmReply:
 		a.received++
 		if a.current == nil || a.current.pid == nil {
+			a.cfg.traceDelivery(ctx, "ConfirmReply", m.Traceparent, m.Tracestate, m.Session, m.CallId, "not_found")
 			ctx.Respond(&messages.ConfirmAck{Status: "not_found"})
 			return
 		}
+		a.cfg.traceDelivery(ctx, "ConfirmReply", m.Traceparent, m.Tracestate, m.Session, m.CallId, "")
 		ctx.Forward(a.current.pid)
 	case *messages.Ack:
 		// The commit actor answered the current job.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -29,6 +30,12 @@ import (
 //	   │  └─ execute_tool NAME     one per call that runs (GenAI conventions)
 //	   └─ tooldispatch.commit      pass 3
 //
+// An answer, a confirmation or a client result is a span of its own
+// (tooldispatch.answer, .confirm, .client_result) on the member it reached,
+// child of the caller's context, with a tooldispatch.deliver child where the
+// session runs; a cancellation's delivery is a child of its turn's dispatch
+// span.
+//
 // The caller's trace context comes in as DispatchTurn.traceparent (the
 // service's traceparent header, the run envelope's traceparent field) or as
 // the span of Dispatch's context.Context; it crosses members inside the
@@ -45,6 +52,13 @@ const (
 	// spanExecuteTool is followed by the tool's name, as the GenAI
 	// conventions name the span ("execute_tool {gen_ai.tool.name}").
 	spanExecuteTool = "execute_tool"
+
+	// The other requests: the API call on the member it reached, and its
+	// delivery on the session's member (tooldispatch.request names it).
+	spanAnswer       = "tooldispatch.answer"
+	spanConfirm      = "tooldispatch.confirm"
+	spanClientResult = "tooldispatch.client_result"
+	spanDeliver      = "tooldispatch.deliver"
 )
 
 // Attribute keys: the GenAI semantic conventions' and tooldispatch's own.
@@ -71,6 +85,7 @@ const (
 	attrResultBytes = attribute.Key("tooldispatch.result.bytes")
 	attrInjected    = attribute.Key("tooldispatch.injected")
 	attrMessages    = attribute.Key("tooldispatch.messages")
+	attrRequest     = attribute.Key("tooldispatch.request")
 )
 
 // Log fields that tie a turn's log lines to its trace.
@@ -127,10 +142,80 @@ func (c *Config) startDispatch(ctx context.Context, t *messages.DispatchTurn) (*
 // withTraceContext returns a copy of t whose traceparent names sc.
 func withTraceContext(t *messages.DispatchTurn, sc trace.SpanContext) *messages.DispatchTurn {
 	c := proto.Clone(t).(*messages.DispatchTurn)
+	c.Traceparent, c.Tracestate = encodeTraceContext(sc)
+	return c
+}
+
+// encodeTraceContext is sc as W3C traceparent and tracestate values.
+func encodeTraceContext(sc trace.SpanContext) (traceparent, tracestate string) {
 	carrier := propagation.MapCarrier{}
 	traceContext.Inject(trace.ContextWithSpanContext(context.Background(), sc), carrier)
-	c.Traceparent, c.Tracestate = carrier["traceparent"], carrier["tracestate"]
-	return c
+	return carrier["traceparent"], carrier["tracestate"]
+}
+
+// startRequest opens the span of one request other than a turn (an
+// answer, a confirmation, a client result: name), child of ctx's span, and
+// returns the trace context to send with it, which the session's member
+// continues (traceDelivery). Without a tracer it passes on ctx's span
+// context, when there is one.
+func (c *Config) startRequest(ctx context.Context, name, session, callID string) (traceparent, tracestate string, span trace.Span) {
+	span = noopSpan
+	sc := trace.SpanContextFromContext(ctx)
+	if c.Tracer != nil {
+		_, span = c.Tracer.Start(ctx, name, trace.WithAttributes(attrSession.String(session), attrToolCallID.String(callID)))
+		sc = span.SpanContext()
+	}
+	if !sc.IsValid() {
+		return "", "", span
+	}
+	traceparent, tracestate = encodeTraceContext(sc)
+	return traceparent, tracestate, span
+}
+
+// endRequest ends a request's span, marking it failed when err is set.
+func endRequest(span trace.Span, err error) {
+	if err != nil {
+		span.SetAttributes(attrErrorType.String(requestErrorType(err)))
+		span.SetStatus(codes.Error, requestErrorType(err))
+	}
+	span.End()
+}
+
+// requestErrorType is error.type of a request's error: the protocol's
+// names, never the error's text (it may name arguments).
+func requestErrorType(err error) string {
+	if s := ackError(err); s == ackNoPending || s == ackAlreadyAnswered || s == ackClosed {
+		return s
+	}
+	return "request_failed"
+}
+
+// traceDelivery records on the session's member that a request of the
+// session protocol (request: its message name) reached the session: a
+// span child of the request's trace context (traceparent, tracestate),
+// ended at once, with outcome as error.type when it failed. Nothing without a
+// tracer or a trace context.
+func (c *Config) traceDelivery(ctx actor.Context, request, traceparent, tracestate, session, callID, outcome string) {
+	if c.Tracer == nil || traceparent == "" {
+		return
+	}
+	parent := traceContext.Extract(context.Background(), propagation.MapCarrier{"traceparent": traceparent, "tracestate": tracestate})
+	if !trace.SpanContextFromContext(parent).IsValid() {
+		return
+	}
+	attrs := []attribute.KeyValue{attrRequest.String(request), attrSession.String(session)}
+	if callID != "" {
+		attrs = append(attrs, attrToolCallID.String(callID))
+	}
+	if c.member {
+		attrs = append(attrs, attrMember.String(ctx.ActorSystem().Address()))
+	}
+	_, span := c.Tracer.Start(parent, spanDeliver, trace.WithAttributes(attrs...))
+	if outcome != "" {
+		span.SetAttributes(attrErrorType.String(outcome))
+		span.SetStatus(codes.Error, outcome)
+	}
+	span.End()
 }
 
 // extractTurnContext returns ctx with the remote span context of t's

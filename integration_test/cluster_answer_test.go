@@ -54,14 +54,16 @@ func followEvents(t *testing.T, ctx context.Context, c *http.Client, base, sessi
 // ends first.
 func waitEvent(t *testing.T, ctx context.Context, evs <-chan map[string]any, kind string) map[string]any {
 	t.Helper()
+	var seen []any
 	for {
 		select {
 		case ev := <-evs:
 			if ev["event"] == kind {
 				return ev
 			}
+			seen = append(seen, ev["event"])
 		case <-ctx.Done():
-			t.Fatalf("no %s event arrived", kind)
+			t.Fatalf("no %s event arrived (saw %v)", kind, seen)
 		}
 	}
 }

@@ -504,9 +504,14 @@ func (x *DispatchTurn) GetTracestate() string {
 // CancelTurn cancels the turn of request_id (the client went away); its
 // calls still get committed results.
 type CancelTurn struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Session   string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	RequestId string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// traceparent and tracestate are the W3C trace context of the request
+	// (see DispatchTurn): the span of its delivery on the session's member is
+	// its child. Empty: no trace.
+	Traceparent   string `protobuf:"bytes,3,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate    string `protobuf:"bytes,4,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -555,6 +560,20 @@ func (x *CancelTurn) GetRequestId() string {
 	return ""
 }
 
+func (x *CancelTurn) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *CancelTurn) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
+}
+
 // AnswerQuestion answers a question a tool waits on (ask_user, store_secret).
 type AnswerQuestion struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -564,7 +583,12 @@ type AnswerQuestion struct {
 	Declined bool                   `protobuf:"varint,4,opt,name=declined,proto3" json:"declined,omitempty"`
 	// origins narrows the origins a store_secret value may be sent to (a
 	// subset of those asked about); empty keeps them all.
-	Origins       []string `protobuf:"bytes,5,rep,name=origins,proto3" json:"origins,omitempty"`
+	Origins []string `protobuf:"bytes,5,rep,name=origins,proto3" json:"origins,omitempty"`
+	// traceparent and tracestate are the W3C trace context of the request
+	// (see DispatchTurn): the span of its delivery on the session's member is
+	// its child. Empty: no trace.
+	Traceparent   string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate    string `protobuf:"bytes,7,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -634,13 +658,32 @@ func (x *AnswerQuestion) GetOrigins() []string {
 	return nil
 }
 
+func (x *AnswerQuestion) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *AnswerQuestion) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
+}
+
 // ClientResult hands back the result of a client tool's call.
 type ClientResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	Content       string                 `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
-	IsError       bool                   `protobuf:"varint,4,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	CallId  string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Content string                 `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
+	IsError bool                   `protobuf:"varint,4,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// traceparent and tracestate are the W3C trace context of the request
+	// (see DispatchTurn): the span of its delivery on the session's member is
+	// its child. Empty: no trace.
+	Traceparent   string `protobuf:"bytes,5,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate    string `protobuf:"bytes,6,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -701,6 +744,20 @@ func (x *ClientResult) GetIsError() bool {
 		return x.IsError
 	}
 	return false
+}
+
+func (x *ClientResult) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *ClientResult) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
 }
 
 // EndRun deletes a run's state once the session's queued turns end.
@@ -1057,12 +1114,17 @@ func (x *Event) GetInjected() string {
 
 // ConfirmReply answers a tool_confirm event.
 type ConfirmReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	ArgsHash      string                 `protobuf:"bytes,3,opt,name=args_hash,json=argsHash,proto3" json:"args_hash,omitempty"`
-	Approve       bool                   `protobuf:"varint,4,opt,name=approve,proto3" json:"approve,omitempty"`
-	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Session  string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	CallId   string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	ArgsHash string                 `protobuf:"bytes,3,opt,name=args_hash,json=argsHash,proto3" json:"args_hash,omitempty"`
+	Approve  bool                   `protobuf:"varint,4,opt,name=approve,proto3" json:"approve,omitempty"`
+	Reason   string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// traceparent and tracestate are the W3C trace context of the request
+	// (see DispatchTurn): the span of its delivery on the session's member is
+	// its child. Empty: no trace.
+	Traceparent   string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate    string `protobuf:"bytes,7,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1128,6 +1190,20 @@ func (x *ConfirmReply) GetApprove() bool {
 func (x *ConfirmReply) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *ConfirmReply) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *ConfirmReply) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
 	}
 	return ""
 }
@@ -1330,23 +1406,35 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\vtraceparent\x18\f \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\r \x01(\tR\n" +
-	"tracestate\"E\n" +
+	"tracestate\"\x87\x01\n" +
 	"\n" +
 	"CancelTurn\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tR\trequestId\"\x8d\x01\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12 \n" +
+	"\vtraceparent\x18\x03 \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\x04 \x01(\tR\n" +
+	"tracestate\"\xcf\x01\n" +
 	"\x0eAnswerQuestion\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04text\x18\x03 \x01(\tR\x04text\x12\x1a\n" +
 	"\bdeclined\x18\x04 \x01(\bR\bdeclined\x12\x18\n" +
-	"\aorigins\x18\x05 \x03(\tR\aorigins\"v\n" +
+	"\aorigins\x18\x05 \x03(\tR\aorigins\x12 \n" +
+	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\a \x01(\tR\n" +
+	"tracestate\"\xb8\x01\n" +
 	"\fClientResult\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x12\x19\n" +
-	"\bis_error\x18\x04 \x01(\bR\aisError\"4\n" +
+	"\bis_error\x18\x04 \x01(\bR\aisError\x12 \n" +
+	"\vtraceparent\x18\x05 \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\x06 \x01(\tR\n" +
+	"tracestate\"4\n" +
 	"\x06EndRun\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03run\x18\x02 \x01(\tR\x03run\"\x1b\n" +
@@ -1376,13 +1464,17 @@ const file_tooldispatch_proto_rawDesc = "" +
 	" \x01(\tR\x06status\x12\x1b\n" +
 	"\targs_hash\x18\v \x01(\tR\bargsHash\x12\x1c\n" +
 	"\targuments\x18\f \x01(\tR\targuments\x12\x1a\n" +
-	"\binjected\x18\r \x01(\tR\binjected\"\x90\x01\n" +
+	"\binjected\x18\r \x01(\tR\binjected\"\xd2\x01\n" +
 	"\fConfirmReply\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
 	"\targs_hash\x18\x03 \x01(\tR\bargsHash\x12\x18\n" +
 	"\aapprove\x18\x04 \x01(\bR\aapprove\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"$\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12 \n" +
+	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\a \x01(\tR\n" +
+	"tracestate\"$\n" +
 	"\n" +
 	"ConfirmAck\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\"\xb0\x02\n" +

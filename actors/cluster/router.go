@@ -11,6 +11,7 @@ import (
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/remote"
 
+	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
@@ -82,7 +83,7 @@ func (r *router) await(ctx context.Context, pid *actor.PID, t *messages.Dispatch
 			return rep.res, rep.err
 		case <-canceled:
 			canceled = nil
-			r.sys.Root.Send(pid, &messages.CancelTurn{Session: t.Session, RequestId: t.RequestId})
+			r.sys.Root.Send(pid, actors.CancelOf(t))
 		case <-tick.C:
 			if !r.isMember(pid.Address) {
 				return nil, errMemberLeft

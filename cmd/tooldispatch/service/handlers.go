@@ -31,6 +31,7 @@ type statusReply struct {
 // handleConfirm serves POST /v1/sessions/{session}/confirm/{call_id}. Without
 // args_hash, the hash of the pending confirmation the broker knows is used.
 func (s *Server) handleConfirm(w http.ResponseWriter, r *http.Request) {
+	r = withTraceContext(r)
 	session, callID := r.PathValue("session"), r.PathValue("call_id")
 	var req confirmRequest
 	if e := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); e != nil {
@@ -78,6 +79,7 @@ var noReplies = &apiError{code: http.StatusNotFound, msg: "no pending question o
 // answer to an ask_user question, or the value of a store_secret question
 // with, optionally, the origins kept of those asked about.
 func (s *Server) handleAnswer(w http.ResponseWriter, r *http.Request) {
+	r = withTraceContext(r)
 	if s.opts.Replies == nil {
 		writeError(w, noReplies)
 		return
@@ -108,6 +110,7 @@ func (s *Server) handleAnswer(w http.ResponseWriter, r *http.Request) {
 // handleClientResult serves POST /v1/sessions/{session}/client_result/{call_id}:
 // the result of a client tool's call.
 func (s *Server) handleClientResult(w http.ResponseWriter, r *http.Request) {
+	r = withTraceContext(r)
 	if s.opts.Replies == nil {
 		writeError(w, noReplies)
 		return
