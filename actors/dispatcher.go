@@ -28,6 +28,11 @@ var (
 	// ErrTurnIDConflict: the turn's turn_id is already committed with other
 	// calls; nothing ran.
 	ErrTurnIDConflict = errors.New("actors: turn id already used with other calls")
+	// ErrMemberLeft: the cluster member running the turn left the cluster
+	// before it answered (a partition, a crash). Calls that may have
+	// started read outcome_unknown once the session is loaded again; the
+	// turn may be sent again with its turn_id.
+	ErrMemberLeft = errors.New("the cluster member running the turn left the cluster; calls that may have started read outcome_unknown once the session is loaded again")
 )
 
 // Dispatcher is the Go API of a dispatcher. Safe for concurrent use.

@@ -35,10 +35,6 @@ const (
 	memberCheck = 500 * time.Millisecond
 )
 
-// errMemberLeft: the member running a turn left the cluster before
-// answering.
-var errMemberLeft = errors.New("the cluster member running the turn left the cluster; calls that may have started read outcome_unknown once the session is loaded again")
-
 // Options configures a cluster member.
 type Options struct {
 	// Name of the cluster; members with another name never meet.

@@ -86,7 +86,7 @@ func (r *router) await(ctx context.Context, pid *actor.PID, t *messages.Dispatch
 			r.sys.Root.Send(pid, actors.CancelOf(t))
 		case <-tick.C:
 			if !r.isMember(pid.Address) {
-				return nil, errMemberLeft
+				return nil, actors.ErrMemberLeft
 			}
 		}
 	}

@@ -153,6 +153,9 @@ func (s *Server) turnOutcome(dt *messages.DispatchTurn, res *messages.TurnResult
 		return http.StatusBadRequest, turnFailure{Error: err.Error()}
 	case errors.Is(err, actors.ErrTurnIDConflict):
 		return http.StatusConflict, turnFailure{Error: err.Error()}
+	case errors.Is(err, actors.ErrMemberLeft):
+		// Another member serves the session once it is taken over.
+		return http.StatusServiceUnavailable, turnFailure{Error: actors.ErrMemberLeft.Error()}
 	}
 	f := turnFailure{Error: "the turn failed", Turn: res.GetTurn()}
 	if len(res.GetMessages()) > 0 {
