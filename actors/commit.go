@@ -43,14 +43,22 @@ type commitActor struct {
 	cfg     Config
 	store   SessionStore // cfg.Store, seen through what the actor uses
 	session string
+	*sessionState
+}
 
+// sessionState is what the commit actor caches of its session. It outlives
+// the actor: the dispatcher actor keeps it while the session is idle and
+// hands it to the session's next commit actor, which it spawns only after
+// the previous one has terminated, so one actor at a time reads and writes
+// it. A hosted session actor's commit actor has one of its own.
+type sessionState struct {
 	loaded bool
 	next   int64
 	runs   map[string]*cachestore.RunState
 }
 
-func newCommitActor(cfg Config, session string) *commitActor {
-	return &commitActor{cfg: cfg, store: cfg.Store, session: session}
+func newCommitActor(cfg Config, session string, st *sessionState) *commitActor {
+	return &commitActor{cfg: cfg, store: cfg.Store, session: session, sessionState: st}
 }
 
 func (a *commitActor) Receive(ctx actor.Context) {

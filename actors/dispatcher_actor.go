@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -12,23 +14,47 @@ type envelope struct {
 	sender *actor.PID
 }
 
+// sessionEntry is the dispatcher's record of one session. While the
+// session has work it has a session actor (pid); between turns it is only
+// this record: the commit actor's state (next turn number, the runs'
+// de-duplication tables and fetched schemas), kept for the next activation
+// until the session has been idle for Config.SessionIdle.
 type sessionEntry struct {
-	pid       *actor.PID
-	forwarded uint64 // messages sent to this incarnation
-	stopping  bool
+	session   string
+	pid       *actor.PID // the session's actor; nil while it has none
+	forwarded uint64     // messages sent to this incarnation
+	stopping  bool       // pid was asked to stop; its Terminated has not come
 	held      []envelope // messages that arrived while stopping
+	state     sessionState
+
+	// On the idle list (pid == nil): ordered by idleAt, the dispatcher's
+	// clock reading when the last actor terminated.
+	prev, next *sessionEntry
+	idleAt     time.Duration
 }
 
 // dispatcherActor routes each request to its session's actor, creating it on
-// demand and passivating it when it reports idle.
+// demand and stopping it as soon as it reports it has no work; it keeps
+// the session's state between activations and drops it (passivation) after
+// Config.SessionIdle without work.
 type dispatcherActor struct {
 	cfg      Config
 	sessions map[string]*sessionEntry // by session id
-	byPID    map[string]string        // session actor id -> session id
+	byPID    map[string]*sessionEntry // by the id of the session's live actor
+
+	// Idle sessions, least recently active first, and one timer for the
+	// first of them to expire.
+	idleHead, idleTail *sessionEntry
+	epoch              time.Time
+	timer              *time.Timer
+	armed, stopped     bool
 }
 
+// sweepIdle: the idle timer fired.
+type sweepIdle struct{}
+
 func newDispatcherActor(cfg Config) *dispatcherActor {
-	return &dispatcherActor{cfg: cfg, sessions: map[string]*sessionEntry{}, byPID: map[string]string{}}
+	return &dispatcherActor{cfg: cfg, sessions: map[string]*sessionEntry{}, byPID: map[string]*sessionEntry{}, epoch: time.Now()}
 }
 
 // Supervision: a session actor that panics is stopped (the default strategy
@@ -64,6 +90,14 @@ func (a *dispatcherActor) Receive(ctx actor.Context) {
 		a.passivate(ctx, m)
 	case *actor.Terminated:
 		a.terminated(ctx, m.Who)
+	case *sweepIdle:
+		a.armed = false
+		a.sweep(ctx)
+	case *actor.Stopping, *actor.Stopped:
+		a.stopped = true
+		if a.timer != nil {
+			a.timer.Stop()
+		}
 	}
 }
 
@@ -77,14 +111,20 @@ func (a *dispatcherActor) routeJob(ctx actor.Context, session string, msg any) {
 }
 
 // route delivers msg (with its original sender) to the session's actor,
-// creating the actor when create is set. It reports whether it delivered.
+// starting the actor when create is set. It reports whether it delivered.
 func (a *dispatcherActor) route(ctx actor.Context, session string, msg any, create bool) bool {
 	e := a.sessions[session]
-	if e == nil {
+	if e == nil || e.pid == nil {
 		if !create {
 			return false
 		}
-		e = a.spawn(ctx, session)
+		if e == nil {
+			e = &sessionEntry{session: session}
+			a.sessions[session] = e
+		} else {
+			a.unlinkIdle(e)
+		}
+		a.start(ctx, e)
 	}
 	if e.stopping {
 		e.held = append(e.held, envelope{msg, ctx.Sender()})
@@ -95,22 +135,20 @@ func (a *dispatcherActor) route(ctx actor.Context, session string, msg any, crea
 	return true
 }
 
-func (a *dispatcherActor) spawn(ctx actor.Context, session string) *sessionEntry {
-	cfg := a.cfg
-	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newSessionActor(cfg, session) }))
-	e := &sessionEntry{pid: pid}
-	a.sessions[session] = e
-	a.byPID[pid.Id] = session
-	return e
+// start spawns the session's actor, handing it the kept state. Only one
+// actor of a session exists at a time (start runs when the entry has none,
+// and after the previous one's Terminated), so the state has one writer.
+func (a *dispatcherActor) start(ctx actor.Context, e *sessionEntry) {
+	cfg, session, st := a.cfg, e.session, &e.state
+	e.pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newSessionActor(cfg, session, st) }))
+	e.forwarded = 0
+	a.byPID[e.pid.Id] = e
 }
 
-// passivate stops an idle session actor when nothing is in flight to it.
+// passivate stops a session actor that reported it has no work, when
+// nothing is in flight to it.
 func (a *dispatcherActor) passivate(ctx actor.Context, m *sessionIdle) {
-	session, ok := a.byPID[ctx.Sender().GetId()]
-	if !ok {
-		return
-	}
-	e := a.sessions[session]
+	e := a.byPID[ctx.Sender().GetId()]
 	if e == nil || e.stopping || e.forwarded != m.received {
 		return
 	}
@@ -119,22 +157,84 @@ func (a *dispatcherActor) passivate(ctx actor.Context, m *sessionIdle) {
 }
 
 func (a *dispatcherActor) terminated(ctx actor.Context, who *actor.PID) {
-	session, ok := a.byPID[who.Id]
-	if !ok {
+	e := a.byPID[who.Id]
+	if e == nil {
 		return
 	}
 	delete(a.byPID, who.Id)
-	e := a.sessions[session]
-	if e == nil || e.pid.Id != who.Id {
+	clean := e.stopping // stopped because it had no work, not by a failure
+	e.pid, e.stopping = nil, false
+	if !clean {
+		// It may have stopped in the middle of a turn: what it cached
+		// is reloaded from the store.
+		e.state = sessionState{}
+	}
+	switch {
+	case len(e.held) != 0:
+		held := e.held
+		e.held = nil
+		a.start(ctx, e)
+		for _, h := range held {
+			e.forwarded++
+			ctx.RequestWithCustomSender(e.pid, h.msg, h.sender)
+		}
+	case !clean || a.stopped:
+		delete(a.sessions, e.session)
+	default:
+		e.idleAt = time.Since(a.epoch)
+		a.pushIdle(e)
+		a.arm(ctx)
+	}
+}
+
+// pushIdle appends e to the idle list (it is the most recently active).
+func (a *dispatcherActor) pushIdle(e *sessionEntry) {
+	e.prev, e.next = a.idleTail, nil
+	if a.idleTail != nil {
+		a.idleTail.next = e
+	} else {
+		a.idleHead = e
+	}
+	a.idleTail = e
+}
+
+// unlinkIdle takes e off the idle list.
+func (a *dispatcherActor) unlinkIdle(e *sessionEntry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		a.idleHead = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		a.idleTail = e.prev
+	}
+	e.prev, e.next = nil, nil
+}
+
+// sweep passivates the sessions idle for Config.SessionIdle: their state
+// is dropped, and their next request loads it from the store.
+func (a *dispatcherActor) sweep(ctx actor.Context) {
+	now := time.Since(a.epoch)
+	for e := a.idleHead; e != nil && now-e.idleAt >= a.cfg.SessionIdle; e = a.idleHead {
+		a.unlinkIdle(e)
+		delete(a.sessions, e.session)
+	}
+	a.arm(ctx)
+}
+
+// arm sets the timer for the first idle session to expire.
+func (a *dispatcherActor) arm(ctx actor.Context) {
+	if a.armed || a.stopped || a.idleHead == nil {
 		return
 	}
-	delete(a.sessions, session)
-	if len(e.held) == 0 {
+	d := a.idleHead.idleAt + a.cfg.SessionIdle - time.Since(a.epoch)
+	a.armed = true
+	if a.timer == nil {
+		root, self := ctx.ActorSystem().Root, ctx.Self()
+		a.timer = time.AfterFunc(d, func() { root.Send(self, &sweepIdle{}) })
 		return
 	}
-	ne := a.spawn(ctx, session)
-	for _, h := range e.held {
-		ne.forwarded++
-		ctx.RequestWithCustomSender(ne.pid, h.msg, h.sender)
-	}
+	a.timer.Reset(d)
 }

@@ -58,8 +58,12 @@ type queued struct {
 // order, and routes confirmations, answers and cancellations to the running
 // turn. It speaks the session protocol only (see Router), whoever routes it:
 // the dispatcher actor, or a cluster. It owns the session's commit actor.
-// When idle for Config.SessionIdle it asks the dispatcher actor to
-// passivate it, or, hosted by a router, stops itself.
+//
+// Spawned by the dispatcher actor, it lives only while its session has
+// work: as soon as nothing runs and nothing is queued it tells the
+// dispatcher (sessionIdle), which stops it and keeps the commit actor's
+// state for the next activation. Hosted by a router, it stops itself when
+// idle for Config.SessionIdle, and its state goes with it.
 type sessionActor struct {
 	cfg     Config
 	session string
@@ -68,8 +72,13 @@ type sessionActor struct {
 	hosted      bool
 	passivating bool // a hosted actor that is stopping: new requests go elsewhere
 
+	state    *sessionState // handed to the commit actor
 	commit   *actor.PID
 	received uint64 // requests routed to it
+	// reported: the dispatcher was told the session is idle after
+	// reportedAt requests (an unhosted actor).
+	reported   bool
+	reportedAt uint64
 
 	queue   []queued
 	current *runningTurn
@@ -83,21 +92,48 @@ type runningTurn struct {
 	done      bool // a job's requester was answered
 }
 
-func newSessionActor(cfg Config, session string) *sessionActor {
-	return &sessionActor{cfg: cfg, session: session}
+func newSessionActor(cfg Config, session string, st *sessionState) *sessionActor {
+	return &sessionActor{cfg: cfg, session: session, state: st}
 }
 
 func newHostedSessionActor(cfg Config) *sessionActor {
-	return &sessionActor{cfg: cfg, hosted: true}
+	return &sessionActor{cfg: cfg, hosted: true, state: &sessionState{}}
 }
 
 func (a *sessionActor) Receive(ctx actor.Context) {
+	a.receive(ctx)
+	if !a.hosted {
+		a.reportIdle(ctx)
+	}
+}
+
+// reportIdle tells the dispatcher actor, once per count of requests
+// received, that the session has no work. The dispatcher stops the actor
+// only if it has sent no request since (see dispatcherActor.passivate);
+// otherwise the request on its way makes the actor report again when it is
+// done with it.
+func (a *sessionActor) reportIdle(ctx actor.Context) {
+	if a.current != nil || len(a.queue) != 0 || (a.reported && a.reportedAt == a.received) {
+		return
+	}
+	switch ctx.Message().(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+		return
+	}
+	a.reported, a.reportedAt = true, a.received
+	// Request, not Send: the dispatcher finds the session by the sender.
+	ctx.Request(ctx.Parent(), &sessionIdle{received: a.received})
+}
+
+func (a *sessionActor) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		if a.session != "" {
 			a.startCommit(ctx)
 		}
-		ctx.SetReceiveTimeout(a.cfg.SessionIdle)
+		if a.hosted {
+			ctx.SetReceiveTimeout(a.cfg.SessionIdle)
+		}
 	case *messages.DispatchTurn:
 		a.enqueue(ctx, m.Session, m)
 	case *messages.EndRun:
@@ -144,15 +180,9 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 		a.pump(ctx)
 	case *actor.ReceiveTimeout:
 		if a.current == nil && len(a.queue) == 0 {
-			if a.hosted {
-				// Passivate after whatever is already queued (a user
-				// message, unlike Stop, does not overtake them).
-				ctx.Send(ctx.Self(), &passivate{})
-				return
-			}
-			// Request, not Send: the dispatcher finds the session by
-			// the sender.
-			ctx.Request(ctx.Parent(), &sessionIdle{received: a.received})
+			// Passivate after whatever is already queued (a user
+			// message, unlike Stop, does not overtake them).
+			ctx.Send(ctx.Self(), &passivate{})
 		}
 	case *passivate:
 		if a.current == nil && len(a.queue) == 0 && !a.passivating {
@@ -206,9 +236,9 @@ func (a *sessionActor) learn(ctx actor.Context, session string) {
 
 // startCommit spawns the session's commit actor.
 func (a *sessionActor) startCommit(ctx actor.Context) {
-	cfg, session := a.cfg, a.session
+	cfg, session, st := a.cfg, a.session, a.state
 	a.commit = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return newCommitActor(cfg, session)
+		return newCommitActor(cfg, session, st)
 	}))
 }
 

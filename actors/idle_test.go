@@ -1,0 +1,84 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tooldispatch/tooldispatch/cachestore"
+)
+
+// reloadCounter counts the loads of sessions and runs.
+type reloadCounter struct {
+	cachestore.Store
+	sessions, runs atomic.Int32
+}
+
+func (s *reloadCounter) LoadSession(ctx context.Context, session string) (cachestore.SessionState, error) {
+	s.sessions.Add(1)
+	return s.Store.LoadSession(ctx, session)
+}
+
+func (s *reloadCounter) LoadRun(ctx context.Context, session, run string) (*cachestore.RunState, error) {
+	s.runs.Add(1)
+	return s.Store.LoadRun(ctx, session, run)
+}
+
+// localProcesses counts the processes (actors, futures) registered in sys.
+func localProcesses(sys *actor.ActorSystem) int {
+	n := 0
+	for _, m := range sys.ProcessRegistry.LocalPIDs.LocalPIDs {
+		n += m.Count()
+	}
+	return n
+}
+
+// TestIdleSessionsHoldNoActors: a session without work is data, not
+// actors. After n sessions have each committed a turn, the actor system
+// holds as many processes as before the first turn; the next turn of each
+// session goes on from the state kept for it (turn 2, the earlier result
+// de-duplicates) without loading the session or its run again. The clock
+// and the "all actors are done" point are synctest's.
+func TestIdleSessionsHoldNoActors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 20
+		var store *reloadCounter
+		h := newHarness(t, func(c *Config) {
+			c.SessionIdle = time.Hour
+			store = &reloadCounter{Store: c.Store}
+			c.Store = store
+		})
+		synctest.Wait()
+		base := localProcesses(h.d.system)
+		for i := range n {
+			r := h.dispatch(turn(fmt.Sprintf("s%d", i), "r1", call("a", "echo", `{"x":"1"}`)))
+			if r.Turn != 1 || r.Messages[0].Status != "ok" {
+				t.Fatalf("session %d: turn %d, %v; want turn 1, ok", i, r.Turn, statuses(r))
+			}
+		}
+		synctest.Wait()
+		if got := localProcesses(h.d.system); got != base {
+			t.Fatalf("%d processes registered after %d sessions went idle, %d before their turns: an idle session holds %.1f actors",
+				got, n, base, float64(got-base)/n)
+		}
+		for i := range n {
+			r := h.dispatch(turn(fmt.Sprintf("s%d", i), "r1", call("b", "echo", `{"x":"1"}`)))
+			if r.Turn != 2 || r.Messages[0].Status != "deduped" {
+				t.Fatalf("session %d, second turn: turn %d, %v; want turn 2, deduped", i, r.Turn, statuses(r))
+			}
+		}
+		if s, r := store.sessions.Load(), store.runs.Load(); s != n || r != n {
+			t.Fatalf("%d session loads and %d run loads for %d sessions of two turns each, want %d and %d: the idle state was not kept",
+				s, r, n, n, n)
+		}
+		synctest.Wait()
+		if got := localProcesses(h.d.system); got != base {
+			t.Fatalf("%d processes registered after the second turns, %d before", got, base)
+		}
+	})
+}
