@@ -54,7 +54,43 @@ type commitActor struct {
 type sessionState struct {
 	loaded bool
 	next   int64
-	runs   map[string]*cachestore.RunState
+	runs   runTable
+}
+
+// runTable is the loaded runs' state by run name: the first run inline (a
+// session mostly has one run at a time, and an idle session's record
+// should not pay a map for it), the others in a map.
+type runTable struct {
+	name string
+	rs   *cachestore.RunState // nil: the inline slot is free
+	more map[string]*cachestore.RunState
+}
+
+func (t *runTable) get(run string) *cachestore.RunState {
+	if t.rs != nil && t.name == run {
+		return t.rs
+	}
+	return t.more[run]
+}
+
+func (t *runTable) put(run string, rs *cachestore.RunState) {
+	switch {
+	case t.rs == nil || t.name == run:
+		t.name, t.rs = run, rs
+	default:
+		if t.more == nil {
+			t.more = map[string]*cachestore.RunState{}
+		}
+		t.more[run] = rs
+	}
+}
+
+func (t *runTable) del(run string) {
+	if t.rs != nil && t.name == run {
+		t.name, t.rs = "", nil
+		return
+	}
+	delete(t.more, run)
 }
 
 func newCommitActor(cfg Config, session string, st *sessionState) *commitActor {
@@ -109,7 +145,7 @@ func (a *commitActor) recovered(ctx actor.Context, r any) {
 
 func (a *commitActor) reset() {
 	a.loaded = false
-	a.runs = nil
+	a.runs = runTable{}
 }
 
 func (a *commitActor) storeCtx() (context.Context, context.CancelFunc) {
@@ -124,7 +160,7 @@ func (a *commitActor) prepare(m *prepareTurn) *prepared {
 		if err != nil {
 			return &prepared{err: err}
 		}
-		a.next, a.loaded, a.runs = st.NextTurn, true, map[string]*cachestore.RunState{}
+		a.next, a.loaded, a.runs = st.NextTurn, true, runTable{}
 	}
 	if m.turnID != "" {
 		rec, err := a.store.TurnByID(ctx, a.session, m.turnID)
@@ -137,14 +173,14 @@ func (a *commitActor) prepare(m *prepareTurn) *prepared {
 			return &prepared{err: err}
 		}
 	}
-	rs, ok := a.runs[m.run]
-	if !ok {
+	rs := a.runs.get(m.run)
+	if rs == nil {
 		var err error
 		rs, err = a.store.LoadRun(ctx, a.session, m.run)
 		if err != nil {
 			return &prepared{err: err}
 		}
-		a.runs[m.run] = rs
+		a.runs.put(m.run, rs)
 	}
 	return &prepared{next: a.next, run: rs}
 }
@@ -153,7 +189,7 @@ func (a *commitActor) prepare(m *prepareTurn) *prepared {
 func (a *commitActor) endRun(m *messages.EndRun) error {
 	ctx, cancel := a.storeCtx()
 	defer cancel()
-	delete(a.runs, m.Run)
+	a.runs.del(m.Run)
 	return a.store.EndRun(ctx, a.session, m.Run)
 }
 
@@ -172,7 +208,7 @@ func (a *commitActor) commitTurn(m *commitTurn) error {
 		return err
 	}
 	a.next = c.Record.Turn + 1
-	if rs := a.runs[c.Record.Run]; rs != nil {
+	if rs := a.runs.get(c.Record.Run); rs != nil {
 		for _, k := range c.DedupDel {
 			delete(rs.Dedup, k)
 		}

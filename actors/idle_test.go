@@ -82,3 +82,27 @@ func TestIdleSessionsHoldNoActors(t *testing.T) {
 		}
 	})
 }
+
+func TestRunTable(t *testing.T) {
+	a, b, c := &cachestore.RunState{}, &cachestore.RunState{}, &cachestore.RunState{}
+	var rt runTable
+	rt.put("a", a)
+	rt.put("b", b)
+	if rt.get("a") != a || rt.get("b") != b || rt.get("c") != nil {
+		t.Fatal("two runs: a lookup found the wrong state")
+	}
+	rt.del("a")
+	if rt.get("a") != nil || rt.get("b") != b {
+		t.Fatal("after deleting the inline run: a lookup found the wrong state")
+	}
+	rt.put("c", c)
+	rt.put("b", a)
+	if rt.get("c") != c || rt.get("b") != a {
+		t.Fatal("after reusing the inline slot and replacing a run: a lookup found the wrong state")
+	}
+	rt.del("b")
+	rt.del("c")
+	if rt.get("b") != nil || rt.get("c") != nil || rt.rs != nil || len(rt.more) != 0 {
+		t.Fatalf("after deleting every run: %+v", rt)
+	}
+}
