@@ -103,8 +103,11 @@ type Config struct {
 	Approver Approver
 	// ConfirmTimeout is how long a confirmation waits for an answer.
 	ConfirmTimeout time.Duration
-	// SessionIdle is how long a session actor stays without work before it
-	// is passivated.
+	// SessionIdle is how long a session without work keeps its loaded
+	// state (next turn, runs' de-duplication tables) in memory before it
+	// is passivated: dropped, and loaded from the store by its next
+	// request. Its actors stop as soon as it has no work; a cluster's
+	// session grain stops after SessionIdle.
 	SessionIdle time.Duration
 	// CancelGrace is how long a canceled call may take to return before its
 	// slot is freed and it is reported canceled.

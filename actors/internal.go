@@ -14,7 +14,7 @@ import (
 
 // Messages that never leave the actor system. Each is immutable once sent.
 
-// sessionIdle tells the dispatcher a session has had no work; received is how
+// sessionIdle tells the dispatcher a session has no work; received is how
 // many messages it got from the dispatcher, so the dispatcher knows none is
 // in flight. The session sends it with Request, so the dispatcher knows the
 // sender.
