@@ -59,23 +59,77 @@ type sessionState struct {
 
 // runTable is the loaded runs' state by run name: the first run inline (a
 // session mostly has one run at a time, and an idle session's record
-// should not pay a map for it), the others in a map.
+// should not pay a map for it), the others in a map. While the session is
+// idle a small inline run is kept compact: its de-duplication entries and
+// fetched names in slices, since a map costs ~250 bytes however few its
+// entries; the next lookup turns them back into maps.
 type runTable struct {
 	name string
-	rs   *cachestore.RunState // nil: the inline slot is free
+	rs   *cachestore.RunState // nil: the inline slot is free, or compact
 	more map[string]*cachestore.RunState
+
+	compact bool // the inline run is dedup and fetched
+	dedup   []*cachestore.DedupEntry
+	fetched []string
 }
 
+// compactRunMax is the most entries of either kind a run may have to be
+// kept compact.
+const compactRunMax = 8
+
 func (t *runTable) get(run string) *cachestore.RunState {
-	if t.rs != nil && t.name == run {
-		return t.rs
+	if t.name == run {
+		if t.compact {
+			t.expand()
+		}
+		if t.rs != nil {
+			return t.rs
+		}
 	}
 	return t.more[run]
 }
 
+// shrink makes a small inline run compact (the session went idle).
+func (t *runTable) shrink() {
+	rs := t.rs
+	if rs == nil || len(rs.Dedup) > compactRunMax || len(rs.Fetched) > compactRunMax {
+		return
+	}
+	t.compact, t.rs, t.dedup, t.fetched = true, nil, nil, nil
+	if len(rs.Dedup) != 0 {
+		t.dedup = make([]*cachestore.DedupEntry, 0, len(rs.Dedup))
+		for _, e := range rs.Dedup {
+			t.dedup = append(t.dedup, e)
+		}
+	}
+	if len(rs.Fetched) != 0 {
+		t.fetched = make([]string, 0, len(rs.Fetched))
+		for n, ok := range rs.Fetched {
+			if ok {
+				t.fetched = append(t.fetched, n)
+			}
+		}
+	}
+}
+
+// expand turns the compact inline run back into its state.
+func (t *runTable) expand() {
+	rs := &cachestore.RunState{Dedup: make(map[string]*cachestore.DedupEntry, len(t.dedup)), Fetched: make(map[string]bool, len(t.fetched))}
+	for _, e := range t.dedup {
+		rs.Dedup[e.Key] = e
+	}
+	for _, n := range t.fetched {
+		rs.Fetched[n] = true
+	}
+	t.compact, t.rs, t.dedup, t.fetched = false, rs, nil, nil
+}
+
 func (t *runTable) put(run string, rs *cachestore.RunState) {
+	if t.compact && t.name == run {
+		t.compact, t.dedup, t.fetched = false, nil, nil
+	}
 	switch {
-	case t.rs == nil || t.name == run:
+	case (t.rs == nil && !t.compact) || t.name == run:
 		t.name, t.rs = run, rs
 	default:
 		if t.more == nil {
@@ -86,8 +140,8 @@ func (t *runTable) put(run string, rs *cachestore.RunState) {
 }
 
 func (t *runTable) del(run string) {
-	if t.rs != nil && t.name == run {
-		t.name, t.rs = "", nil
+	if (t.rs != nil || t.compact) && t.name == run {
+		*t = runTable{more: t.more}
 		return
 	}
 	delete(t.more, run)

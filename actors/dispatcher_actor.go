@@ -181,6 +181,7 @@ func (a *dispatcherActor) terminated(ctx actor.Context, who *actor.PID) {
 	case !clean || a.stopped:
 		delete(a.sessions, e.session)
 	default:
+		e.state.runs.shrink()
 		e.idleAt = time.Since(a.epoch)
 		a.pushIdle(e)
 		a.arm(ctx)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
 )
@@ -104,5 +105,62 @@ func TestRunTable(t *testing.T) {
 	rt.del("c")
 	if rt.get("b") != nil || rt.get("c") != nil || rt.rs != nil || len(rt.more) != 0 {
 		t.Fatalf("after deleting every run: %+v", rt)
+	}
+}
+
+// TestRunTableCompact: an idle session's small run is kept in slices and
+// comes back as the same state; a large one stays as it is.
+func TestRunTableCompact(t *testing.T) {
+	small := &cachestore.RunState{
+		Dedup:   map[string]*cachestore.DedupEntry{"k1": {Key: "k1", Tool: "echo", Content: "one"}, "k2": {Key: "k2", Tool: "echo", Content: "two"}},
+		Fetched: map[string]bool{"echo": true},
+	}
+	want := &cachestore.RunState{Dedup: map[string]*cachestore.DedupEntry{}, Fetched: map[string]bool{}}
+	for k, e := range small.Dedup {
+		c := *e
+		want.Dedup[k] = &c
+	}
+	for n := range small.Fetched {
+		want.Fetched[n] = true
+	}
+	var rt runTable
+	rt.put("r", small)
+	rt.shrink()
+	if !rt.compact || rt.rs != nil || len(rt.dedup) != 2 || len(rt.fetched) != 1 {
+		t.Fatalf("a small run was not made compact: %+v", rt)
+	}
+	if rt.get("other") != nil {
+		t.Fatal("a lookup of another run found the compact one")
+	}
+	if diff := cmp.Diff(want, rt.get("r")); diff != "" {
+		t.Fatalf("the compact run came back different (-want +got):\n%s", diff)
+	}
+	if rt.compact {
+		t.Fatal("still compact after a lookup")
+	}
+
+	rt.shrink()
+	rt.del("r")
+	if rt.get("r") != nil || rt.compact {
+		t.Fatalf("a deleted compact run is still there: %+v", rt)
+	}
+	rt.put("a", small)
+	rt.shrink()
+	other := &cachestore.RunState{}
+	rt.put("b", other)
+	if rt.get("b") != other || rt.get("a") == nil {
+		t.Fatalf("a second run beside a compact one: %+v", rt)
+	}
+
+	big := &cachestore.RunState{Dedup: map[string]*cachestore.DedupEntry{}, Fetched: map[string]bool{}}
+	for i := range compactRunMax + 1 {
+		k := fmt.Sprint(i)
+		big.Dedup[k] = &cachestore.DedupEntry{Key: k}
+	}
+	rt = runTable{}
+	rt.put("r", big)
+	rt.shrink()
+	if rt.compact || rt.get("r") != big {
+		t.Fatal("a run with more than compactRunMax entries was made compact")
 	}
 }
