@@ -358,7 +358,9 @@ func (a *poolActor) watchdog(ctx actor.Context, m *watchdogFired) {
 	a.in.log.Warn().Str("session", a.in.session).Str("tool", p.name).Str("call", p.id).
 		Str("status", string(m.status)).Msg("abandoned a call that did not return")
 	a.inflight--
-	ctx.Stop(r.pid)
+	// The call actor is never handed another call, and is stopped with
+	// the pool: a Stop sent here as well reaches a dead actor (a dead
+	// letter) when the tool returns before the pool stops.
 	a.launch(ctx)
 }
 

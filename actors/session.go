@@ -79,6 +79,11 @@ type sessionActor struct {
 	// reportedAt requests (an unhosted actor).
 	reported   bool
 	reportedAt uint64
+	// turns is how many turn actors have not terminated yet: the session
+	// is idle only when they have, so stopping it never sends a second
+	// Stop to a turn that is ending (a dead letter when it has just died).
+	turns    int
+	stopping bool
 
 	queue   []queued
 	current *runningTurn
@@ -113,11 +118,11 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 // otherwise the request on its way makes the actor report again when it is
 // done with it.
 func (a *sessionActor) reportIdle(ctx actor.Context) {
-	if a.current != nil || len(a.queue) != 0 || (a.reported && a.reportedAt == a.received) {
+	if a.current != nil || len(a.queue) != 0 || a.turns != 0 || a.stopping || (a.reported && a.reportedAt == a.received) {
 		return
 	}
 	switch ctx.Message().(type) {
-	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *actor.Started, *actor.Restarting:
 		return
 	}
 	a.reported, a.reportedAt = true, a.received
@@ -193,7 +198,12 @@ func (a *sessionActor) receive(ctx actor.Context) {
 			a.passivating = true
 			ctx.Poison(ctx.Self())
 		}
+	case *actor.Terminated:
+		if !m.Who.Equal(a.commit) {
+			a.turns--
+		}
 	case *actor.Stopping:
+		a.stopping = true
 		a.failQueued(ctx)
 		if j := a.current; j != nil && j.pid == nil && !j.done {
 			// An end-run or client result whose store call had not answered.
@@ -279,6 +289,7 @@ func (a *sessionActor) pump(ctx actor.Context) {
 			return newTurnActor(cfg, session, commit, m, sender)
 		}))
 		a.current = &runningTurn{requestID: m.RequestId, pid: pid, sender: sender}
+		a.turns++
 	default:
 		// The commit actor answers every request, also when a store call
 		// panics (see commitActor.Receive): its *messages.Ack comes back
