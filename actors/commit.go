@@ -16,6 +16,9 @@ import (
 // it from the store (after a failed commit or a failed turn).
 type resetState struct{}
 
+// stateReset answers a resetState: the cached state is dropped.
+type stateReset struct{}
+
 // SessionStore is what a session's commit actor persists through: the
 // seven methods of cachestore.Store that load, write and amend one session
 // (the contracts are Store's; cachestore/storetest checks them). The commit
@@ -178,6 +181,7 @@ func (a *commitActor) Receive(ctx actor.Context) {
 		ctx.Respond(&messages.Ack{Error: ackError(a.clientResult(m))})
 	case *resetState:
 		a.reset()
+		ctx.Respond(&stateReset{})
 	case *actor.Restarting:
 		a.reset()
 	}

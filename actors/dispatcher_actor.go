@@ -48,10 +48,24 @@ type dispatcherActor struct {
 	epoch              time.Time
 	timer              *time.Timer
 	armed, stopped     bool
+
+	stopping   int        // session actors asked to stop whose Terminated has not come
+	draining   bool       // closing: no session is asked to stop any more
+	drainReply *actor.PID // answered once stopping is 0
 }
 
 // sweepIdle: the idle timer fired.
 type sweepIdle struct{}
+
+// drainSessions asks the dispatcher actor, before it is stopped, to stop
+// no more idle sessions and to answer (drained) once those stopping have
+// terminated.
+type drainSessions struct{}
+
+type drained struct{}
+
+// drainTimeout bounds the wait for stopping sessions on Close.
+const drainTimeout = 10 * time.Second
 
 func newDispatcherActor(cfg Config) *dispatcherActor {
 	return &dispatcherActor{cfg: cfg, sessions: map[string]*sessionEntry{}, byPID: map[string]*sessionEntry{}, epoch: time.Now()}
@@ -93,6 +107,9 @@ func (a *dispatcherActor) Receive(ctx actor.Context) {
 	case *sweepIdle:
 		a.armed = false
 		a.sweep(ctx)
+	case *drainSessions:
+		a.draining, a.drainReply = true, ctx.Sender()
+		a.drainDone(ctx)
 	case *actor.Stopping, *actor.Stopped:
 		a.stopped = true
 		if a.timer != nil {
@@ -149,11 +166,20 @@ func (a *dispatcherActor) start(ctx actor.Context, e *sessionEntry) {
 // nothing is in flight to it.
 func (a *dispatcherActor) passivate(ctx actor.Context, m *sessionIdle) {
 	e := a.byPID[ctx.Sender().GetId()]
-	if e == nil || e.stopping || e.forwarded != m.received {
+	if e == nil || e.stopping || e.forwarded != m.received || a.draining {
 		return
 	}
 	e.stopping = true
+	a.stopping++
 	ctx.Poison(e.pid)
+}
+
+// drainDone answers a drainSessions once no session is stopping.
+func (a *dispatcherActor) drainDone(ctx actor.Context) {
+	if a.draining && a.stopping == 0 && a.drainReply != nil {
+		ctx.Send(a.drainReply, &drained{})
+		a.drainReply = nil
+	}
 }
 
 func (a *dispatcherActor) terminated(ctx actor.Context, who *actor.PID) {
@@ -164,6 +190,10 @@ func (a *dispatcherActor) terminated(ctx actor.Context, who *actor.PID) {
 	delete(a.byPID, who.Id)
 	clean := e.stopping // stopped because it had no work, not by a failure
 	e.pid, e.stopping = nil, false
+	if clean {
+		a.stopping--
+		defer a.drainDone(ctx)
+	}
 	if !clean {
 		// It may have stopped in the middle of a turn: what it cached
 		// is reloaded from the store.

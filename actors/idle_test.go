@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 type reloadCounter struct {
 	cachestore.Store
 	sessions, runs atomic.Int32
+	failRuns       atomic.Int32 // so many run loads fail
 }
 
 func (s *reloadCounter) LoadSession(ctx context.Context, session string) (cachestore.SessionState, error) {
@@ -27,6 +29,9 @@ func (s *reloadCounter) LoadSession(ctx context.Context, session string) (caches
 
 func (s *reloadCounter) LoadRun(ctx context.Context, session, run string) (*cachestore.RunState, error) {
 	s.runs.Add(1)
+	if s.failRuns.Add(-1) >= 0 {
+		return nil, errors.New("test: loading the run failed")
+	}
 	return s.Store.LoadRun(ctx, session, run)
 }
 
@@ -163,4 +168,38 @@ func TestRunTableCompact(t *testing.T) {
 	if rt.compact || rt.get("r") != big {
 		t.Fatal("a run with more than compactRunMax entries was made compact")
 	}
+}
+
+// TestFailedTurnDropsKeptState: a turn that fails (here its run cannot be
+// loaded) may leave the commit actor's cache stale, so the session's next
+// activation loads the session from the store again instead of taking the
+// record the dispatcher kept; after a good turn the record is kept.
+func TestFailedTurnDropsKeptState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var store *reloadCounter
+		h := newHarness(t, func(c *Config) {
+			c.SessionIdle = time.Hour
+			store = &reloadCounter{Store: c.Store}
+			c.Store = store
+		})
+		base := localProcesses(h.d.system)
+		store.failRuns.Store(1)
+		if r, err := h.d.Dispatch(context.Background(), turn("s1", "r1", call("a", "echo", `{"x":"1"}`))); err == nil {
+			t.Fatalf("the turn whose run cannot be loaded did not fail: %v", statuses(r))
+		}
+		synctest.Wait()
+		if got := localProcesses(h.d.system); got != base {
+			t.Fatalf("%d processes after the failed turn, %d before: the session did not go idle", got, base)
+		}
+		h.dispatch(turn("s1", "r1", call("b", "echo", `{"x":"2"}`)))
+		if n := store.sessions.Load(); n != 2 {
+			t.Fatalf("session loaded %d times, want 2: the state kept after a failed turn was not dropped", n)
+		}
+		synctest.Wait()
+		h.dispatch(turn("s1", "r1", call("c", "echo", `{"x":"3"}`)))
+		if n := store.sessions.Load(); n != 2 {
+			t.Fatalf("session loaded %d times after a good turn, want 2: the state was not kept", n)
+		}
+		synctest.Wait()
+	})
 }

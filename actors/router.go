@@ -72,6 +72,9 @@ func (r *localRouter) Request(ctx context.Context, _ string, msg any) (any, erro
 }
 
 func (r *localRouter) Close() error {
+	// Sessions that are stopping (idle) end first: stopping the dispatcher
+	// while one of them dies would send it a second Stop, a dead letter.
+	_, _ = r.root.RequestFuture(r.pid, &drainSessions{}, drainTimeout).Result()
 	_, err := r.root.PoisonFuture(r.pid).Result()
 	if errors.Is(err, actor.ErrTimeout) {
 		return nil

@@ -83,6 +83,7 @@ type sessionActor struct {
 	// is idle only when they have, so stopping it never sends a second
 	// Stop to a turn that is ending (a dead letter when it has just died).
 	turns    int
+	resets   int // resetState requests the commit actor has not answered
 	stopping bool
 
 	queue   []queued
@@ -118,7 +119,7 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 // otherwise the request on its way makes the actor report again when it is
 // done with it.
 func (a *sessionActor) reportIdle(ctx actor.Context) {
-	if a.current != nil || len(a.queue) != 0 || a.turns != 0 || a.stopping || (a.reported && a.reportedAt == a.received) {
+	if a.current != nil || len(a.queue) != 0 || a.turns != 0 || a.resets != 0 || a.stopping || (a.reported && a.reportedAt == a.received) {
 		return
 	}
 	switch ctx.Message().(type) {
@@ -180,7 +181,11 @@ func (a *sessionActor) receive(ctx actor.Context) {
 			a.current = nil
 		}
 		if m.failed {
-			ctx.Send(a.commit, &resetState{})
+			// Asked, not told: the session is idle only once the reset
+			// is applied, so the state kept for the next activation is
+			// never the stale one (a Stop would overtake a queued reset).
+			a.resets++
+			ctx.Request(a.commit, &resetState{})
 		}
 		a.pump(ctx)
 	case *actor.ReceiveTimeout:
@@ -198,6 +203,8 @@ func (a *sessionActor) receive(ctx actor.Context) {
 			a.passivating = true
 			ctx.Poison(ctx.Self())
 		}
+	case *stateReset:
+		a.resets--
 	case *actor.Terminated:
 		if !m.Who.Equal(a.commit) {
 			a.turns--
