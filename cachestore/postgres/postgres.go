@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -814,6 +815,34 @@ func (p *Store) KVPut(ctx context.Context, ns, key string, value []byte) error {
 		return fmt.Errorf("writing %s/%s: %w", ns, key, unavailable(err))
 	}
 	return nil
+}
+
+// KVCreate stores one record of a namespace when its key is free and
+// returns the record the key holds afterwards (cachestore.KVCreator).
+func (p *Store) KVCreate(ctx context.Context, ns, key string, value []byte) ([]byte, bool, error) {
+	if err := p.enter(ctx); err != nil {
+		return nil, false, fmt.Errorf("creating %s/%s: %w", ns, key, unavailable(err))
+	}
+	defer p.leave()
+	tag, err := p.pool.Exec(ctx, `INSERT INTO kv (ns, key, value) VALUES ($1, $2, $3)
+		ON CONFLICT (ns, key) DO NOTHING`, b(ns), b(key), nb(value))
+	if err != nil {
+		return nil, false, fmt.Errorf("creating %s/%s: %w", ns, key, unavailable(err))
+	}
+	if tag.RowsAffected() == 1 {
+		return bytes.Clone(value), true, nil
+	}
+	// The key was taken: read what holds it (a statement of its own, so it
+	// sees the row the insert conflicted with).
+	var v []byte
+	err = p.pool.QueryRow(ctx, `SELECT value FROM kv WHERE ns = $1 AND key = $2`, b(ns), b(key)).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = fmt.Errorf("deleted while being created: %w", cachestore.ErrNotFound)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("creating %s/%s: %w", ns, key, unavailable(err))
+	}
+	return nb(v), false, nil
 }
 
 // KVDelete deletes one record of a namespace; deleting a missing key is not an error.

@@ -61,6 +61,7 @@ func Run(t *testing.T, open Opener) {
 		{"close", testClose},
 		{"invalid_utf8", testInvalidUTF8},
 		{"kv", testKV},
+		{"kv_create", testKVCreate},
 		{"not_found", testNotFound},
 		{"amend_tool_message", testAmendToolMessage},
 	}
@@ -101,6 +102,56 @@ func testInvalidUTF8(t *testing.T, open Opener) {
 	}
 	if rec.ToolMessages[0].Content != "bin\xff\xfeary" {
 		t.Errorf("the caller's record was modified")
+	}
+}
+
+// testKVCreate: a store that implements cachestore.KVCreator writes a
+// record only into a free key, and of concurrent creators of one key
+// exactly one wins while all read the winner's value.
+func testKVCreate(t *testing.T, open Opener) {
+	s, _ := open(t)
+	c, ok := s.(cachestore.KVCreator)
+	if !ok {
+		t.Skip("the store does not implement cachestore.KVCreator")
+	}
+	ctx := context.Background()
+	got, created, err := c.KVCreate(ctx, "ns", "k", []byte("first"))
+	if err != nil || !created || string(got) != "first" {
+		t.Fatalf("KVCreate into a free key = %q, %v, %v", got, created, err)
+	}
+	got, created, err = c.KVCreate(ctx, "ns", "k", []byte("second"))
+	if err != nil || created || string(got) != "first" {
+		t.Fatalf("KVCreate into a taken key = %q, %v, %v; want the first value kept", got, created, err)
+	}
+	if v, err := s.KVGet(ctx, "ns", "k"); err != nil || string(v) != "first" {
+		t.Fatalf("KVGet after KVCreate = %q, %v", v, err)
+	}
+	const n = 8
+	type res struct {
+		v       string
+		created bool
+		err     error
+	}
+	out := make(chan res, n)
+	for i := range n {
+		go func() {
+			v, created, err := c.KVCreate(ctx, "ns", "race", []byte{byte('a' + i)})
+			out <- res{string(v), created, err}
+		}()
+	}
+	winners, values := 0, map[string]bool{}
+	for range n {
+		r := <-out
+		if r.err != nil {
+			t.Fatalf("concurrent KVCreate: %v", r.err)
+		}
+		if r.created {
+			winners++
+		}
+		values[r.v] = true
+	}
+	if winners != 1 || len(values) != 1 {
+		t.Errorf("concurrent KVCreate: %d created, values %v; want one winner whose value all read", winners, values)
 	}
 }
 
