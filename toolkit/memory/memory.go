@@ -55,6 +55,28 @@ type Store interface {
 	Turns(ctx context.Context, session string) ([]*messages.TurnRecord, error)
 }
 
+// creator is a Store that can write a record only into a free key
+// (cachestore's KVCreator): with it, processes sharing the store never
+// give two records one number.
+type creator interface {
+	KVCreate(ctx context.Context, ns, key string, value []byte) (stored []byte, created bool, err error)
+}
+
+// Option adjusts a Memory (New).
+type Option func(*Memory)
+
+// Shared says other processes write the same store (the members of a
+// cluster serving the same workspace path): every read of the records first
+// checks the stored sequence number (one KVGet) and reloads when another
+// process added records, and each record claims its number with KVCreate
+// when the store offers it, so concurrent writers never overwrite each
+// other.
+func Shared() Option { return func(m *Memory) { m.shared = true } }
+
+// maxClaims bounds how often add retries a record number another process
+// took meanwhile.
+const maxClaims = 16
+
 // Memory is the error memory of one workspace, plus chat_history. Records
 // are cached in memory after the first use and the cache is updated on every
 // write, so PastFixes costs no store access in the common case.
@@ -68,24 +90,33 @@ type Memory struct {
 	dir   string // absolute workspace directory
 	ns    string // KV namespace of the workspace's records
 	now   func() time.Time
+	// shared: other processes write the store too (Shared)
+	shared bool
 
 	mu      sync.RWMutex
 	loaded  bool               // guarded by mu
 	records []*record          // guarded by mu; in id order
 	byID    map[string]*record // guarded by mu; by upper-case id ("E12")
 	lastSeq int64              // guarded by mu
+	// seenSeq is the stored sequence number as last read or written;
+	// guarded by mu
+	seenSeq int64
 }
 
 // New returns the error memory of the workspace in workspaceDir, kept in
 // store. workspaceDir is made absolute and its symlinks resolved (when it
 // exists), so different spellings of one directory share one memory. New
 // reads nothing yet: records load on first use.
-func New(store Store, workspaceDir string) *Memory {
+func New(store Store, workspaceDir string, opts ...Option) *Memory {
 	if store == nil {
 		panic("memory: New needs a store")
 	}
 	dir := canonicalDir(workspaceDir)
-	return &Memory{store: store, dir: dir, ns: Namespace(dir), now: time.Now}
+	m := &Memory{store: store, dir: dir, ns: Namespace(dir), now: time.Now}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
 }
 
 // Namespace returns the KV namespace that holds the error records
@@ -156,8 +187,18 @@ func recordKey(seq int64) string { return fmt.Sprintf("%s%012d", recordPrefix, s
 // snapshot returns the cached records, loading them on first use. The slice
 // is shared and only ever appended to under mu: callers must not modify it.
 func (m *Memory) snapshot(ctx context.Context) ([]*record, error) {
+	stale := false
+	if m.shared {
+		seq, err := m.storedSeq(ctx)
+		if err != nil {
+			return nil, err
+		}
+		m.mu.RLock()
+		stale = m.loaded && seq != m.seenSeq
+		m.mu.RUnlock()
+	}
 	m.mu.RLock()
-	if m.loaded {
+	if m.loaded && !stale {
 		recs := m.records
 		m.mu.RUnlock()
 		return recs, nil
@@ -165,7 +206,7 @@ func (m *Memory) snapshot(ctx context.Context) ([]*record, error) {
 	m.mu.RUnlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.loaded {
+	if !m.loaded || stale {
 		if err := m.loadLocked(ctx); err != nil {
 			return nil, err
 		}
@@ -198,7 +239,7 @@ func (m *Memory) loadLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.records, m.byID, m.lastSeq, m.loaded = recs, byID, max(last, seq), true
+	m.records, m.byID, m.lastSeq, m.seenSeq, m.loaded = recs, byID, max(last, seq), seq, true
 	return nil
 }
 
@@ -234,17 +275,39 @@ func (m *Memory) add(ctx context.Context, r *record) (string, error) {
 			return "", err
 		}
 	}
-	r.Seq = m.lastSeq + 1
-	v, err := json.Marshal(r)
-	if err != nil {
-		return "", fmt.Errorf("encoding the error record: %w", err)
-	}
-	if err := m.store.KVPut(ctx, m.ns, recordKey(r.Seq), v); err != nil {
-		return "", fmt.Errorf("storing the error record: %w", err)
+	for claims := 0; ; claims++ {
+		r.Seq = m.lastSeq + 1
+		v, err := json.Marshal(r)
+		if err != nil {
+			return "", fmt.Errorf("encoding the error record: %w", err)
+		}
+		c, ok := m.store.(creator)
+		if !m.shared || !ok {
+			if err := m.store.KVPut(ctx, m.ns, recordKey(r.Seq), v); err != nil {
+				return "", fmt.Errorf("storing the error record: %w", err)
+			}
+			break
+		}
+		_, created, err := c.KVCreate(ctx, m.ns, recordKey(r.Seq), v)
+		if err != nil {
+			return "", fmt.Errorf("storing the error record: %w", err)
+		}
+		if created {
+			break
+		}
+		// Another process took the number: catch up and take the next.
+		if claims == maxClaims {
+			return "", fmt.Errorf("storing the error record: %d record numbers in a row were taken by other writers meanwhile", maxClaims+1)
+		}
+		if err := m.loadLocked(ctx); err != nil {
+			return "", err
+		}
+		m.lastSeq = max(m.lastSeq, r.Seq)
 	}
 	if err := m.store.KVPut(ctx, m.ns, seqKey, []byte(strconv.FormatInt(r.Seq, 10))); err != nil {
 		return "", fmt.Errorf("storing the error record: %w", err)
 	}
+	m.seenSeq = r.Seq
 	r.index()
 	m.lastSeq = r.Seq
 	// Snapshots handed out earlier keep their length, so appending (which

@@ -1,6 +1,7 @@
 package secrets
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -117,5 +118,47 @@ func createKeyFile(path string, log zerolog.Logger) ([]byte, error) {
 		return nil, fmt.Errorf("secrets: creating key file %s: %w", path, err)
 	}
 	log.Info().Str("file", path).Msg("created a new secrets key file")
+	return key, nil
+}
+
+// Where SharedKey keeps the key: a namespace of its own, apart from the
+// sealed records (Namespace).
+const (
+	KeyNamespace = "secrets-key"
+	keyRecord    = "aes-256"
+)
+
+// KeyKV is where SharedKey keeps the key: a store shared by several
+// processes that can write a record only into a free key (cachestore's
+// KVCreator).
+type KeyKV interface {
+	// KVCreate stores value under key when the key holds nothing, and
+	// returns the value the key holds afterwards (created: it was value).
+	KVCreate(ctx context.Context, ns, key string, value []byte) (stored []byte, created bool, err error)
+}
+
+// SharedKey returns the key kept in kv for every process that shares it
+// (the members of a cluster), drawing a fresh random key and storing it
+// when kv holds none yet: of processes starting together, the first
+// writer's key is the one all of them use. Whoever can read kv can read
+// the key, so the secrets are protected at rest only as well as the store
+// itself; a key file the operator hands out (Options.KeyFile) keeps the
+// key apart from the records.
+func SharedKey(ctx context.Context, kv KeyKV, logger zerolog.Logger) ([]byte, error) {
+	fresh := make([]byte, KeySize)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, fmt.Errorf("secrets: drawing a key: %w", err)
+	}
+	stored, created, err := kv.KVCreate(ctx, KeyNamespace, keyRecord, []byte(base64.StdEncoding.EncodeToString(fresh)))
+	if err != nil {
+		return nil, fmt.Errorf("secrets: the shared key: %w", err)
+	}
+	key, err := decodeKey(strings.TrimSpace(string(stored)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: the shared key in %s/%s: %v", ErrBadKey, KeyNamespace, keyRecord, err)
+	}
+	if created {
+		logger.Info().Str("component", "secrets").Msg("drew the secrets key and stored it in the shared store")
+	}
 	return key, nil
 }

@@ -117,6 +117,7 @@ type Store struct {
 	aead     cipher.AEAD
 	log      zerolog.Logger
 	now      func() time.Time
+	shared   bool // Options.Shared
 	redactor *Redactor
 
 	// writeMu serialises Put and Delete, so that the store and the values
@@ -141,13 +142,39 @@ type Store struct {
 // ErrWrongKey when the store holds secrets written under another key, and
 // loads every stored value so that the Redactor knows them.
 func Open(store KV, keyFile string, logger zerolog.Logger) (*Store, error) {
+	return OpenWith(store, Options{KeyFile: keyFile, Logger: logger})
+}
+
+// Options are how OpenWith finds the key and treats the store.
+type Options struct {
+	// Key is the AES-256 key (KeySize bytes), e.g. from SharedKey. When
+	// set, neither TOOLDISPATCH_SECRET_KEY nor KeyFile is read.
+	Key []byte
+	// KeyFile is read as Open reads it when Key is not set.
+	KeyFile string
+	// Shared says other processes write the same store (the members of a
+	// cluster): every Get, and so every origin check, reads the store, so
+	// that a secret stored, replaced or deleted elsewhere takes effect at
+	// once. Without it, values read once are served from memory.
+	Shared bool
+	// Logger receives the store's logs (names, never values).
+	Logger zerolog.Logger
+}
+
+// OpenWith is Open with the key and the store's sharing given in o.
+func OpenWith(store KV, o Options) (*Store, error) {
 	if store == nil {
 		return nil, errors.New("secrets: Open needs a store")
 	}
-	log := logger.With().Str("component", "secrets").Logger()
-	key, err := loadKey(keyFile, log)
-	if err != nil {
-		return nil, err
+	log := o.Logger.With().Str("component", "secrets").Logger()
+	key := o.Key
+	if key == nil {
+		var err error
+		if key, err = loadKey(o.KeyFile, log); err != nil {
+			return nil, err
+		}
+	} else if len(key) != KeySize {
+		return nil, fmt.Errorf("%w: the key has %d bytes, want %d", ErrBadKey, len(key), KeySize)
 	}
 	block, err := aes.NewCipher(key)
 	if err != nil {
@@ -162,6 +189,7 @@ func Open(store KV, keyFile string, logger zerolog.Logger) (*Store, error) {
 		aead:     aead,
 		log:      log,
 		now:      time.Now,
+		shared:   o.Shared,
 		redactor: &Redactor{},
 		values:   map[string]string{},
 		origins:  map[string][]string{},
@@ -292,12 +320,16 @@ func (s *Store) Get(ctx context.Context, name string) (string, error) {
 	s.mu.Lock()
 	v, ok := s.values[name]
 	s.mu.Unlock()
-	if ok {
+	if ok && !s.shared {
 		return v, nil
 	}
-	// Another process sharing the store may have written it since Open.
+	// Another process sharing the store may have written it since Open
+	// (and, when shared, replaced or deleted it).
 	raw, err := s.kv.KVGet(ctx, Namespace, name)
 	if errors.Is(err, fs.ErrNotExist) {
+		if ok {
+			s.forget(name)
+		}
 		return "", notFound(name)
 	}
 	if err != nil {
@@ -308,11 +340,27 @@ func (s *Store) Get(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	s.mu.Lock()
+	if old, ok := s.values[name]; ok && old != rec.Value {
+		s.retired[name+"\x00"+old] = old
+	}
 	s.values[name] = rec.Value
 	s.origins[name] = rec.Origins
 	s.updateRedactorLocked()
 	s.mu.Unlock()
 	return rec.Value, nil
+}
+
+// forget drops a secret another process deleted; its value stays redacted
+// for the life of the process.
+func (s *Store) forget(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.values[name]; ok {
+		s.retired[name+"\x00"+old] = old
+		delete(s.values, name)
+		delete(s.origins, name)
+		s.updateRedactorLocked()
+	}
 }
 
 func notFound(name string) error {
