@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
@@ -19,6 +20,8 @@ import (
 	tdcluster "github.com/tooldispatch/tooldispatch/actors/cluster"
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/cachestore/postgres"
+	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/belt"
+	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
 )
 
 const (
@@ -45,6 +48,54 @@ func clusterStore(o *options, local cachestore.Store, log zerolog.Logger) (cache
 		return nil, err
 	}
 	return cachestore.Split{Store: pg, Local: local}, nil
+}
+
+// clusterTools points a member's tool belt at the shared store: secrets
+// and the error memory (KV records) and chat_history's turns live in
+// PostgreSQL and are read through (belt.Config.Shared), while the file
+// versions stay in local, the member's own store, as they describe the
+// member's own copy of the workspace. Without [secrets] key_file and
+// TOOLDISPATCH_SECRET_KEY, the secrets' key is the one kept in the shared
+// store (secrets.SharedKey: the first member draws it); with either, the
+// operator hands every member the key, and the key check sealed in the
+// shared store refuses a member whose key differs (clusterKeyError).
+func clusterTools(bc *belt.Config, shared, local cachestore.Store, cfg *fileConfig, log zerolog.Logger) error {
+	bc.Store, bc.Versions, bc.Shared = shared, local, true
+	if cfg.Secrets.KeyFile != "" || strings.TrimSpace(os.Getenv(secrets.EnvKey)) != "" {
+		return nil
+	}
+	kv, ok := shared.(secrets.KeyKV)
+	if !ok {
+		return errors.New("the shared store cannot keep the secrets' key: set [secrets] key_file on every member")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), postgresOpenTimeout)
+	defer cancel()
+	key, err := secrets.SharedKey(ctx, kv, log)
+	if err != nil {
+		return fmt.Errorf("the secrets' key kept in PostgreSQL: %w", err)
+	}
+	bc.SecretKey = key
+	return nil
+}
+
+// clusterKeyError explains a member's key that does not open the secrets
+// the cluster shares: every member must use one key.
+func clusterKeyError(err error, cfg *fileConfig) error {
+	if !errors.Is(err, secrets.ErrWrongKey) {
+		return err
+	}
+	var mine string
+	switch {
+	case strings.TrimSpace(os.Getenv(secrets.EnvKey)) != "":
+		mine = "the key in " + secrets.EnvKey
+	case cfg.Secrets.KeyFile != "":
+		mine = "the key in [secrets] key_file " + cfg.Secrets.KeyFile
+	default:
+		mine = "the key kept in PostgreSQL (no [secrets] key_file)"
+	}
+	return fmt.Errorf("the cluster's secrets in PostgreSQL were sealed with another key than this member's, %s: "+
+		"give every member the same [secrets] key_file (or %s), or set it on no member so that all use the key kept in PostgreSQL (%w)",
+		mine, secrets.EnvKey, err)
 }
 
 // clusterOptions builds the member's cluster options from the flags: etcd

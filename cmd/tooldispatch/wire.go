@@ -88,12 +88,18 @@ type toolset = belt.Belt
 // script/ext tools.
 func registerTools(reg *toolkit.Registry, ws *builtin.Workspace, store cachestore.Store, dataDir string, o *options,
 	cfg *fileConfig, observer toolkit.Observer, log zerolog.Logger) (*toolset, error) {
-	return belt.Register(reg, belt.Config{
+	return belt.Register(reg, beltConfig(ws, store, dataDir, o, cfg, observer, log))
+}
+
+// beltConfig is the tool belt's configuration of an invocation.
+func beltConfig(ws *builtin.Workspace, store cachestore.Store, dataDir string, o *options,
+	cfg *fileConfig, observer toolkit.Observer, log zerolog.Logger) belt.Config {
+	return belt.Config{
 		Workspace: ws, Store: store, KeyFile: keyFilePath(cfg, dataDir), Protected: ownFiles(o, cfg),
 		Shell: o.shell, Sandbox: cfg.Sandbox, Web: cfg.Web, Script: cfg.Script, Ext: cfg.Ext, MCP: cfg.MCP,
 		BindSecrets: cfg.Secrets.bindSecrets, Exclude: cfg.Dispatcher.Exclude,
 		Observer: observer, Logger: log,
-	})
+	}
 }
 
 // openStore opens the Badger store in dir, creating the directory when
@@ -161,17 +167,43 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 			return nil, failf(exitUsage, "--chaos: %v", err)
 		}
 	}
+	// A cluster member opens the shared store before its tools: their
+	// secrets and error memory live there, so that every member sees them
+	// (clusterTools).
+	var co tdcluster.Options
+	bc := beltConfig(ws, store, o.data, o, cfg, nil, log)
+	if o.clusterName != "" {
+		var cerr error
+		if co, cerr = clusterOptions(o); cerr != nil {
+			s.close(log)
+			return nil, failf(exitUsage, "%v", cerr)
+		}
+		shared, serr := clusterStore(o, store, log)
+		if serr != nil {
+			s.close(log)
+			return nil, failf(exitFailure, "%v", serr)
+		}
+		s.store = shared
+		if serr := clusterTools(&bc, shared, store, cfg, log); serr != nil {
+			s.close(log)
+			return nil, failf(exitFailure, "%v", serr)
+		}
+	}
 	s.reg = toolkit.NewRegistry(cfg.Dispatcher.schemaOptions()...)
 	var observer toolkit.Observer
 	if o.cmd == "serve" {
 		s.metrics = service.NewMetrics(s.reg)
 		observer = s.metrics
 	}
+	bc.Observer = observer
 	// File versions, secrets and the error memory live in the store, so
 	// they outlast the invocation.
-	s.tools, err = registerTools(s.reg, ws, store, o.data, o, cfg, observer, log)
+	s.tools, err = belt.Register(s.reg, bc)
 	if err != nil {
 		s.close(log)
+		if o.clusterName != "" {
+			err = clusterKeyError(err, cfg)
+		}
 		return nil, failf(exitFailure, "%v", err)
 	}
 	if err := checkExclude(s.reg, cfg.Dispatcher.Exclude, log); err != nil {
@@ -201,17 +233,7 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 		return nil, failf(exitUsage, "[telemetry]: %v", err)
 	}
 	if o.clusterName != "" {
-		co, cerr := clusterOptions(o)
-		if cerr != nil {
-			s.close(log)
-			return nil, failf(exitUsage, "%v", cerr)
-		}
-		shared, serr := clusterStore(o, store, log)
-		if serr != nil {
-			s.close(log)
-			return nil, failf(exitFailure, "%v", serr)
-		}
-		s.store, acfg.Store = shared, shared
+		acfg.Store = s.store
 		// err, not a new variable: it is checked below.
 		s.member, err = tdcluster.Join(acfg, co)
 		if err == nil {

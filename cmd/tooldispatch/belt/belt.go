@@ -52,9 +52,21 @@ type Config struct {
 	// Store keeps file versions, secrets, the error memory and the web
 	// cache.
 	Store cachestore.Store
+	// Versions, when set, keeps the file versions instead of Store: a
+	// cluster member keeps its own workspace's versions in its own store
+	// while Store is the members' shared one.
+	Versions cachestore.Store
+	// Shared says other processes write Store too (the members of a
+	// cluster): secrets and the error memory then read through to it, so a
+	// secret stored or an error recorded on one member is seen on all.
+	Shared bool
 	// KeyFile is the secrets' AES-256 key file, created with mode 0600 when
 	// missing ([secrets] key_file).
 	KeyFile string
+	// SecretKey, when set, is the secrets' key (32 bytes, e.g.
+	// secrets.SharedKey); KeyFile and TOOLDISPATCH_SECRET_KEY are then not
+	// read.
+	SecretKey []byte
 	// Protected lists paths no sandboxed tool may read or change (the
 	// data directory, the key file, the configuration file).
 	Protected []string
@@ -106,6 +118,9 @@ func Register(reg *toolkit.Registry, c Config) (*Belt, error) {
 	ws := c.Workspace
 	b := &Belt{Registry: reg}
 	versions := builtin.StoreVersions(c.Store)
+	if c.Versions != nil {
+		versions = builtin.StoreVersions(c.Versions)
+	}
 	toolkit.RegisterMeta(reg)
 	sb, err := sandbox.New(c.Sandbox, sandbox.Options{Workspace: ws.Dir(), Protected: c.Protected, Logger: log})
 	if err != nil {
@@ -113,7 +128,7 @@ func Register(reg *toolkit.Registry, c Config) (*Belt, error) {
 	}
 	b.Sandbox = sb
 	builtin.Register(reg, builtin.Deps{Workspace: ws, Versions: versions, Shell: c.Shell, Sandbox: sb, Logger: log})
-	sec, err := secrets.Open(c.Store, c.KeyFile, log)
+	sec, err := secrets.OpenWith(c.Store, secrets.Options{Key: c.SecretKey, KeyFile: c.KeyFile, Shared: c.Shared, Logger: log})
 	if err != nil {
 		b.Close()
 		return nil, fmt.Errorf("opening the secrets: %w", err)
@@ -128,7 +143,11 @@ func Register(reg *toolkit.Registry, c Config) (*Belt, error) {
 	reg.Register(secrets.StoreSecretTool(sec))
 	b.Web = web.Register(reg, web.Deps{Config: c.Web, Cache: web.CacheFromStore(c.Store), Secrets: sec,
 		Workspace: ws, Observer: c.Observer, Logger: log})
-	b.Memory = memory.New(c.Store, ws.Dir())
+	var memOpts []memory.Option
+	if c.Shared {
+		memOpts = append(memOpts, memory.Shared())
+	}
+	b.Memory = memory.New(c.Store, ws.Dir(), memOpts...)
 	b.Memory.Register(reg)
 	interact.Register(reg, interact.Deps{Workspace: ws, Versions: versions})
 	regd, err := script.Register(reg, script.Config{Script: c.Script, Ext: c.Ext, Sandbox: sb}, ws.Dir(), log)
