@@ -5,7 +5,9 @@
 //
 // Error records are kept per workspace, in the KV namespace
 // "errors/<hash of the workspace directory>", so two projects never see each
-// other's fixes. chat_history reads the session's turns through
+// other's fixes. Processes sharing one store (cluster members) open it with
+// Shared: reads notice records the others added and writes claim their
+// numbers atomically. chat_history reads the session's turns through
 // Store.Turns and writes nothing.
 //
 // The package knows nothing of actors or of how the store keeps its data:

@@ -17,6 +17,12 @@
 // [secret:NAME]; the dispatcher applies it to every tool message and event
 // text.
 //
+// Processes that share one store (the members of a cluster) open it with
+// OpenWith and Options.Shared, so every use reads the record there, and one
+// key: SharedKey keeps a key in the store for all of them (the first
+// writer's wins), or each is given the same key file, and the store's key
+// check refuses a process whose key differs (ErrWrongKey).
+//
 // No value ever appears in a log line or an error message of this package.
 // It knows URL origins, but nothing of actors, of the dispatcher or of HTTP.
 package secrets

@@ -157,3 +157,48 @@ func (w *lockedBuffer) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.b.Write(p)
 }
+
+// TestKeyCheckRace: processes opening one empty store at once with
+// different keys: the first key check written stands and every other key
+// is refused, so no two keys ever seal records side by side.
+func TestKeyCheckRace(t *testing.T) {
+	const n = 6
+	store := &barrierKV{Memory: cachestore.NewMemory()}
+	store.arrived.Add(n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = OpenWith(store, Options{Key: bytes.Repeat([]byte{byte(i + 1)}, KeySize)})
+		})
+	}
+	wg.Wait()
+	opened := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			opened++
+		case !errors.Is(err, ErrWrongKey):
+			t.Errorf("OpenWith: %v", err)
+		}
+	}
+	if opened != 1 {
+		t.Errorf("%d different keys opened one store, want 1", opened)
+	}
+}
+
+// barrierKV holds every first read of the key check until all the
+// readers made theirs, so that they all find the store empty.
+type barrierKV struct {
+	*cachestore.Memory
+	arrived sync.WaitGroup
+}
+
+func (b *barrierKV) KVGet(ctx context.Context, ns, key string) ([]byte, error) {
+	v, err := b.Memory.KVGet(ctx, ns, key)
+	if key == checkKey {
+		b.arrived.Done()
+		b.arrived.Wait()
+	}
+	return v, err
+}

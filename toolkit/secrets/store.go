@@ -210,6 +210,18 @@ func OpenWith(store KV, o Options) (*Store, error) {
 // when the store has none yet.
 func (s *Store) checkKey(ctx context.Context) error {
 	raw, err := s.kv.KVGet(ctx, Namespace, checkKey)
+	if c, ok := s.kv.(KeyKV); ok && errors.Is(err, fs.ErrNotExist) {
+		// Processes starting together with different keys: only the first
+		// check record is written, and the others are checked against it.
+		sealed, serr := s.seal(checkKey, []byte(checkPlain))
+		if serr != nil {
+			return serr
+		}
+		var created bool
+		if raw, created, err = c.KVCreate(ctx, Namespace, checkKey, sealed); err == nil && created {
+			return nil
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		sealed, err := s.seal(checkKey, []byte(checkPlain))
 		if err != nil {
