@@ -92,9 +92,11 @@ func (a *dispatcherActor) Receive(ctx actor.Context) {
 	case *messages.CancelTurn:
 		a.route(ctx, m.Session, m, false)
 	case *messages.AnswerQuestion:
-		// A question is asked by a running turn, so its session has an actor.
+		// A question is asked by a running turn, so its session has an
+		// actor; without one, the board tells a question answered before
+		// the session went idle from one never asked.
 		if !a.route(ctx, m.Session, m, false) {
-			ctx.Respond(&messages.Ack{Error: ackNoPending})
+			ctx.Respond(&messages.Ack{Error: ackError(a.cfg.board.settled(m.Session, m.CallId))})
 		}
 	case *messages.EndRun:
 		a.routeJob(ctx, m.Session, m)

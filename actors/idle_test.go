@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -13,6 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
 // reloadCounter counts the loads of sessions and runs.
@@ -199,6 +202,50 @@ func TestFailedTurnDropsKeptState(t *testing.T) {
 		h.dispatch(turn("s1", "r1", call("c", "echo", `{"x":"3"}`)))
 		if n := store.sessions.Load(); n != 2 {
 			t.Fatalf("session loaded %d times after a good turn, want 2: the state was not kept", n)
+		}
+		synctest.Wait()
+	})
+}
+
+// TestAnswerAfterTheSessionWentIdle: a second answer to a question that was
+// answered reads ErrAlreadyAnswered also once its session has gone idle
+// (no session actor to deliver it to), and an answer to a question never
+// asked reads ErrNoPending.
+func TestAnswerAfterTheSessionWentIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, func(c *Config) {
+			c.SessionIdle = time.Hour
+			c.Registry.Register(toolkit.Tool{Name: "ask", Description: "Asks the human.", Schema: json.RawMessage(objSchema),
+				ReadOnly: true, Handler: func(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
+					a, err := c.Ask(ctx, toolkit.Question{Text: "which?"})
+					if err != nil {
+						return toolkit.Result{}, err
+					}
+					return toolkit.Result{Content: "answer " + a.Text}, nil
+				}})
+		})
+		base := localProcesses(h.d.system)
+		answered := make(chan error, 1)
+		h.onEv = func(e *messages.Event) {
+			if e.Kind == toolkit.QuestionText && e.CallId == "q1" {
+				go func() { answered <- h.d.Answer(context.Background(), e.Session, e.CallId, "blue", false) }()
+			}
+		}
+		if r := h.dispatch(turn("s1", "r", call("q1", "ask", `{}`))); r.Messages[0].Content != "answer blue" {
+			t.Fatalf("asked turn: %v", r.Messages[0])
+		}
+		if err := <-answered; err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := localProcesses(h.d.system); got != base {
+			t.Fatalf("%d processes after the turn, %d before: the session did not go idle", got, base)
+		}
+		if err := h.d.Answer(context.Background(), "s1", "q1", "red", false); err != ErrAlreadyAnswered {
+			t.Fatalf("second answer after the session went idle: %v, want %v", err, ErrAlreadyAnswered)
+		}
+		if err := h.d.Answer(context.Background(), "s1", "nope", "red", false); err != ErrNoPending {
+			t.Fatalf("answer to a question never asked: %v, want %v", err, ErrNoPending)
 		}
 		synctest.Wait()
 	})
