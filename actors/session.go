@@ -292,7 +292,11 @@ func (a *sessionActor) pump(ctx actor.Context) {
 	switch m := q.msg.(type) {
 	case *messages.DispatchTurn:
 		cfg, session, commit, sender := a.cfg, a.session, a.commit, q.sender
-		pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		// The turn only coordinates (its Receive never blocks), so it
+		// runs on the synchronized dispatcher: its start, the commit
+		// actor's replies and the pool's poolDone are handled on the
+		// sender's goroutine, not one goroutine hand-off each.
+		pid := ctx.Spawn(coordinatorProps(func() actor.Actor {
 			return newTurnActor(cfg, session, commit, m, sender)
 		}))
 		a.current = &runningTurn{requestID: m.RequestId, pid: pid, sender: sender}
