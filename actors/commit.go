@@ -56,8 +56,15 @@ type commitActor struct {
 // it. A hosted session actor's commit actor has one of its own.
 type sessionState struct {
 	loaded bool
-	next   int64
-	runs   runTable
+	// fresh: the session had no committed turn when it was loaded
+	// (NextTurn 1). A run's state is written only with a committed turn,
+	// so the store then holds none of the session's, and every run state
+	// written since went through this cache: a run not in it is new and is
+	// not read from the store (a new session's first turn is one store
+	// read, not two).
+	fresh bool
+	next  int64
+	runs  runTable
 }
 
 // runTable is the loaded runs' state by run name: the first run inline (a
@@ -202,7 +209,7 @@ func (a *commitActor) recovered(ctx actor.Context, r any) {
 }
 
 func (a *commitActor) reset() {
-	a.loaded = false
+	a.loaded, a.fresh = false, false
 	a.runs = runTable{}
 }
 
@@ -218,7 +225,7 @@ func (a *commitActor) prepare(m *prepareTurn) *prepared {
 		if err != nil {
 			return &prepared{err: err}
 		}
-		a.next, a.loaded, a.runs = st.NextTurn, true, runTable{}
+		a.next, a.loaded, a.fresh, a.runs = st.NextTurn, true, st.NextTurn == 1, runTable{}
 	}
 	if m.turnID != "" {
 		rec, err := a.store.TurnByID(ctx, a.session, m.turnID)
@@ -232,7 +239,11 @@ func (a *commitActor) prepare(m *prepareTurn) *prepared {
 		}
 	}
 	rs := a.runs.get(m.run)
-	if rs == nil {
+	switch {
+	case rs == nil && a.fresh:
+		rs = &cachestore.RunState{Dedup: map[string]*cachestore.DedupEntry{}, Fetched: map[string]bool{}}
+		a.runs.put(m.run, rs)
+	case rs == nil:
 		var err error
 		rs, err = a.store.LoadRun(ctx, a.session, m.run)
 		if err != nil {
@@ -248,7 +259,13 @@ func (a *commitActor) endRun(m *messages.EndRun) error {
 	ctx, cancel := a.storeCtx()
 	defer cancel()
 	a.runs.del(m.Run)
-	return a.store.EndRun(ctx, a.session, m.Run)
+	err := a.store.EndRun(ctx, a.session, m.Run)
+	if err != nil {
+		// The store may still hold some of the run's state: read it
+		// again rather than take the run for new.
+		a.fresh = false
+	}
+	return err
 }
 
 func (a *commitActor) writeIntent(m *writeIntent) error {

@@ -81,9 +81,12 @@ func TestIdleSessionsHoldNoActors(t *testing.T) {
 				t.Fatalf("session %d, second turn: turn %d, %v; want turn 2, deduped", i, r.Turn, statuses(r))
 			}
 		}
-		if s, r := store.sessions.Load(), store.runs.Load(); s != n || r != n {
-			t.Fatalf("%d session loads and %d run loads for %d sessions of two turns each, want %d and %d: the idle state was not kept",
-				s, r, n, n, n)
+		// No run load: a session with no committed turn when it was
+		// loaded has no run state in the store; a reload would find turn
+		// 1 committed and read the run.
+		if s, r := store.sessions.Load(), store.runs.Load(); s != n || r != 0 {
+			t.Fatalf("%d session loads and %d run loads for %d sessions of two turns each, want %d and 0: the idle state was not kept",
+				s, r, n, n)
 		}
 		synctest.Wait()
 		if got := localProcesses(h.d.system); got != base {
@@ -182,6 +185,11 @@ func TestFailedTurnDropsKeptState(t *testing.T) {
 		var store *reloadCounter
 		h := newHarness(t, func(c *Config) {
 			c.SessionIdle = time.Hour
+			// A committed turn: the session's run is read from the store.
+			if err := c.Store.CommitTurn(context.Background(), &cachestore.TurnCommit{Session: "s1",
+				Record: &messages.TurnRecord{Run: "r1", Turn: 1}}); err != nil {
+				t.Fatal(err)
+			}
 			store = &reloadCounter{Store: c.Store}
 			c.Store = store
 		})
@@ -246,6 +254,44 @@ func TestAnswerAfterTheSessionWentIdle(t *testing.T) {
 		}
 		if err := h.d.Answer(context.Background(), "s1", "nope", "red", false); err != ErrNoPending {
 			t.Fatalf("answer to a question never asked: %v, want %v", err, ErrNoPending)
+		}
+		synctest.Wait()
+	})
+}
+
+// TestNewSessionReadsNoRun: a session with no committed turn has no run
+// state in the store, so its turns read none (one store read for a new
+// session's first turn); its runs still de-duplicate within the session.
+// A session with a committed turn in the store reads its run.
+func TestNewSessionReadsNoRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var store *reloadCounter
+		h := newHarness(t, func(c *Config) {
+			c.SessionIdle = time.Hour
+			if err := c.Store.CommitTurn(context.Background(), &cachestore.TurnCommit{Session: "old",
+				Record: &messages.TurnRecord{Run: "r1", Turn: 1}}); err != nil {
+				t.Fatal(err)
+			}
+			store = &reloadCounter{Store: c.Store}
+			c.Store = store
+		})
+		if r := h.dispatch(turn("new", "r1", call("a", "echo", `{"x":"1"}`))); r.Turn != 1 || r.Messages[0].Status != "ok" {
+			t.Fatalf("first turn: turn %d, %v; want turn 1, ok", r.Turn, statuses(r))
+		}
+		if r := h.dispatch(turn("new", "r1", call("b", "echo", `{"x":"1"}`))); r.Turn != 2 || r.Messages[0].Status != "deduped" {
+			t.Fatalf("second turn, same run: turn %d, %v; want turn 2, deduped", r.Turn, statuses(r))
+		}
+		if r := h.dispatch(turn("new", "r2", call("c", "echo", `{"x":"1"}`))); r.Turn != 3 || r.Messages[0].Status != "ok" {
+			t.Fatalf("third turn, another run: turn %d, %v; want turn 3, ok", r.Turn, statuses(r))
+		}
+		if n := store.runs.Load(); n != 0 {
+			t.Fatalf("%d run loads for a session that had no committed turn, want 0", n)
+		}
+		if r := h.dispatch(turn("old", "r1", call("d", "echo", `{"x":"1"}`))); r.Turn != 2 || r.Messages[0].Status != "ok" {
+			t.Fatalf("session with a committed turn: turn %d, %v; want turn 2, ok", r.Turn, statuses(r))
+		}
+		if n := store.runs.Load(); n != 1 {
+			t.Fatalf("%d run loads after a turn of a session with a committed turn, want 1", n)
 		}
 		synctest.Wait()
 	})

@@ -134,6 +134,9 @@ type Store interface {
 	// Sessions lists the ids of sessions that have committed turns, sorted.
 	Sessions(ctx context.Context) ([]string, error)
 	// LoadRun returns a run's state (empty, never nil maps, for a new run).
+	// A run's state is written only with a committed turn (CommitTurn, or
+	// LoadSession resolving an intent), so a session whose NextTurn is 1
+	// has none: the dispatcher does not ask for it.
 	LoadRun(ctx context.Context, session, run string) (*RunState, error)
 	// EndRun deletes a run's state.
 	EndRun(ctx context.Context, session, run string) error
