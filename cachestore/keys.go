@@ -29,7 +29,16 @@ const turnDigits = 16
 // lowercase hex: the result never contains '/', so no id can reach into
 // another's key space, and hex keeps byte order (Sessions lists in order).
 func esc(s string) []byte {
-	return hex.AppendEncode(nil, []byte(s))
+	return appendEsc(make([]byte, 0, 2*len(s)), s)
+}
+
+// appendEsc appends esc(s) to b.
+func appendEsc(b []byte, s string) []byte {
+	const digits = "0123456789abcdef"
+	for i := 0; i < len(s); i++ {
+		b = append(b, digits[s[i]>>4], digits[s[i]&0x0f])
+	}
+	return b
 }
 
 // unesc reverses esc.
@@ -63,54 +72,77 @@ func join(parts ...[]byte) []byte {
 	return out
 }
 
+// The session, run and intent keys are built in one allocation each (a
+// turn builds dozens): sessionKey and runKey size the buffer for what the
+// caller appends (extra bytes).
+
+// sessionKey is v1/s/{session}/, with room for extra more bytes.
+func sessionKey(session string, extra int) []byte {
+	b := make([]byte, 0, len(prefixSession)+2*len(session)+1+extra)
+	return append(appendEsc(append(b, prefixSession...), session), '/')
+}
+
 // sessionPrefix is v1/s/{session}/.
 func sessionPrefix(session string) []byte {
-	return join([]byte(prefixSession), esc(session), []byte("/"))
+	return sessionKey(session, 0)
 }
 
 // metaKey is v1/s/{session}/meta.
 func metaKey(session string) []byte {
-	return append(sessionPrefix(session), "meta"...)
+	return append(sessionKey(session, len("meta")), "meta"...)
 }
 
 // turnPrefix is v1/s/{session}/t/.
 func turnPrefix(session string) []byte {
-	return append(sessionPrefix(session), "t/"...)
+	return append(sessionKey(session, len("t/")), "t/"...)
 }
 
 // turnKey is v1/s/{session}/t/{turn}.
 func turnKey(session string, turn int64) []byte {
-	return appendNum(turnPrefix(session), turn)
+	return appendNum(append(sessionKey(session, len("t/")+turnDigits), "t/"...), turn)
 }
 
 // turnIDKey is v1/s/{session}/id/{turn id}.
 func turnIDKey(session, turnID string) []byte {
-	return append(append(sessionPrefix(session), "id/"...), esc(turnID)...)
+	return appendEsc(append(sessionKey(session, len("id/")+2*len(turnID)), "id/"...), turnID)
+}
+
+// runKey is v1/r/{session}/{run}/, with room for extra more bytes.
+func runKey(session, run string, extra int) []byte {
+	b := make([]byte, 0, len(prefixRun)+2*len(session)+1+2*len(run)+1+extra)
+	b = append(appendEsc(append(b, prefixRun...), session), '/')
+	return append(appendEsc(b, run), '/')
 }
 
 // runPrefix is v1/r/{session}/{run}/.
 func runPrefix(session, run string) []byte {
-	return join([]byte(prefixRun), esc(session), []byte("/"), esc(run), []byte("/"))
+	return runKey(session, run, 0)
 }
 
 // dedupKey is v1/r/{session}/{run}/d/{key}.
 func dedupKey(session, run, key string) []byte {
-	return append(append(runPrefix(session, run), "d/"...), esc(key)...)
+	return appendEsc(append(runKey(session, run, len("d/")+2*len(key)), "d/"...), key)
 }
 
 // fetchedKey is v1/r/{session}/{run}/f/{tool}.
 func fetchedKey(session, run, tool string) []byte {
-	return append(append(runPrefix(session, run), "f/"...), esc(tool)...)
+	return appendEsc(append(runKey(session, run, len("f/")+2*len(tool)), "f/"...), tool)
+}
+
+// intentKeyOf is v1/i/{session}/, with room for extra more bytes.
+func intentKeyOf(session string, extra int) []byte {
+	b := make([]byte, 0, len(prefixIntent)+2*len(session)+1+extra)
+	return append(appendEsc(append(b, prefixIntent...), session), '/')
 }
 
 // intentPrefix is v1/i/{session}/.
 func intentPrefix(session string) []byte {
-	return join([]byte(prefixIntent), esc(session), []byte("/"))
+	return intentKeyOf(session, 0)
 }
 
 // intentKey is v1/i/{session}/{turn}.
 func intentKey(session string, turn int64) []byte {
-	return appendNum(intentPrefix(session), turn)
+	return appendNum(intentKeyOf(session, turnDigits), turn)
 }
 
 // cacheKey is v1/c/{key}.
