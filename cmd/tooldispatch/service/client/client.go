@@ -43,7 +43,8 @@ var ErrNoMember = errors.New("client: no member of the cluster could be reached"
 type Options struct {
 	// Members are the base addresses of the members' services
 	// (scheme://host[:port][/prefix]); at least one. Owners named by the
-	// members are added as they are learnt.
+	// members are added as they are learnt (http or https addresses only,
+	// and never plain http when named by an https member).
 	Members []string
 	// Token is sent as "Authorization: Bearer <token>" when set.
 	Token string
@@ -220,12 +221,12 @@ func (c *Client) send(ctx context.Context, method, target string, payload []byte
 			return nil, err
 		}
 		owner := resp.Header.Get(service.OwnerHeader)
-		if owner != "" {
+		if owner != "" && followable(req.URL, owner) {
 			c.remember(session, owner)
 		}
 		if resp.StatusCode == http.StatusTemporaryRedirect && hop < maxRedirects {
 			loc, err := resp.Location()
-			if err == nil {
+			if err == nil && followable(req.URL, loc.String()) {
 				c.stats.redirects.Add(1)
 				target = loc.String()
 				continue
@@ -233,6 +234,19 @@ func (c *Client) send(ctx context.Context, method, target string, payload []byte
 		}
 		return &Response{Status: resp.StatusCode, Body: data, Member: req.URL.Scheme + "://" + req.URL.Host, Owner: owner}, nil
 	}
+}
+
+// followable reports whether the client may send a session's requests
+// (with its token and body) to addr, named by the member at from: an http
+// or https address, and never plain http named by an https member (the
+// token would go out in clear). Anything else is not followed: the answer
+// is returned as it is, and the session's owner stays unknown.
+func followable(from *url.URL, addr string) bool {
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return from.Scheme != "https" || u.Scheme == "https"
 }
 
 // pick returns the next member not tried yet ("" when all were).

@@ -134,3 +134,55 @@ func TestNewRefusesBadMembers(t *testing.T) {
 		}
 	}
 }
+
+// TestClientKeepsItsTokenOffPlainHTTP: an https member naming a plain-http
+// owner (in the header or a redirect) is not followed there, so the bearer
+// token and the body never go out in clear; an owner that is no http(s)
+// address is not remembered, so it cannot wedge the session.
+func TestClientKeepsItsTokenOffPlainHTTP(t *testing.T) {
+	var clearTokens atomic.Int64
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			clearTokens.Add(1)
+		}
+		w.Write([]byte(`{"turn":1}`))
+	}))
+	t.Cleanup(plain.Close)
+	for _, redirect := range []bool{false, true} {
+		owner := plain.URL
+		tls := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set(service.OwnerHeader, owner)
+			if redirect {
+				w.Header().Set("Location", owner+r.URL.Path)
+				w.WriteHeader(http.StatusTemporaryRedirect)
+				return
+			}
+			w.Write([]byte(`{"turn":1}`))
+		}))
+		t.Cleanup(tls.Close)
+		c, err := New(Options{Members: []string{tls.URL}, Token: "tok", HTTP: tls.Client()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		for i := 0; i < 2; i++ {
+			if _, err := c.Turn(ctx, "s", map[string]any{"turn_id": "t"}); err != nil {
+				t.Fatalf("redirect %v, turn %d: %v", redirect, i, err)
+			}
+		}
+		cancel()
+		if got := c.Owner("s"); got != "" {
+			t.Errorf("redirect %v: owner %q remembered, want none (a downgrade to http)", redirect, got)
+		}
+		owner = "ftp://elsewhere"
+		if _, err := c.Turn(context.Background(), "s2", nil); err != nil {
+			t.Fatalf("redirect %v, a malformed owner: %v", redirect, err)
+		}
+		if got := c.Owner("s2"); got != "" {
+			t.Errorf("redirect %v: malformed owner %q remembered", redirect, got)
+		}
+	}
+	if n := clearTokens.Load(); n != 0 {
+		t.Errorf("the bearer token went over plain http %d times", n)
+	}
+}
