@@ -67,12 +67,12 @@ func (s *Store) ResolveEscaped(ctx context.Context, origin, text string, escape 
 		if s == nil {
 			return "", nil, fmt.Errorf("secret %q not found: no secret store is configured", n)
 		}
-		v, err := s.Get(ctx, n)
+		v, allowed, err := s.lookup(ctx, n)
 		if err != nil {
 			return "", nil, err
 		}
-		if err := s.CheckOrigin(ctx, origin, n); err != nil {
-			return "", nil, err
+		if !slices.Contains(allowed, origin) {
+			return "", nil, originError(n, origin, allowed)
 		}
 		if escape != nil {
 			v = escape(v)

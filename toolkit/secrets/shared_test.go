@@ -202,3 +202,60 @@ func (b *barrierKV) KVGet(ctx context.Context, ns, key string) ([]byte, error) {
 	}
 	return v, err
 }
+
+// TestResolveReadsOneRecord: the value a reference resolves to and the
+// origins it is checked against come from one read of the record. Another
+// member replacing the secret (a new value bound to another origin) right
+// after this member's read must not let the old value go to the new
+// origin.
+func TestResolveReadsOneRecord(t *testing.T) {
+	ctx := context.Background()
+	key := bytes.Repeat([]byte{5}, KeySize)
+	kv := &afterReadKV{Memory: cachestore.NewMemory()}
+	open := func() *Store {
+		s, err := OpenWith(kv, Options{Key: key, Shared: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := open(), open()
+	if err := a.Put(ctx, "TOKEN", secretValue, "", "https://one.example"); err != nil {
+		t.Fatal(err)
+	}
+	const newValue = "sk-live-REPLACED-1q2w3e4r5t"
+	kv.after = func() {
+		if err := a.Put(ctx, "TOKEN", newValue, "", "https://two.example"); err != nil {
+			t.Error(err)
+		}
+	}
+	out, _, err := b.Resolve(ctx, "https://two.example:443", "Bearer ${secret:TOKEN}")
+	if err == nil && strings.Contains(out, secretValue) {
+		t.Fatalf("the old value, bound to https://one.example, was resolved for https://two.example")
+	}
+	if err == nil && out != "Bearer "+newValue {
+		t.Errorf("resolved %q", out)
+	}
+}
+
+// afterReadKV runs after once, right after the first read of a secret's
+// record (another process writing between two reads of this one).
+type afterReadKV struct {
+	*cachestore.Memory
+	mu    sync.Mutex
+	after func()
+}
+
+func (k *afterReadKV) KVGet(ctx context.Context, ns, key string) ([]byte, error) {
+	v, err := k.Memory.KVGet(ctx, ns, key)
+	if ns == Namespace && key != checkKey {
+		k.mu.Lock()
+		f := k.after
+		k.after = nil
+		k.mu.Unlock()
+		if f != nil {
+			f()
+		}
+	}
+	return v, err
+}

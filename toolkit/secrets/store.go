@@ -326,14 +326,24 @@ func checkValue(value string) error {
 // Get returns the value of the secret name. A missing secret gives an error
 // matching ErrNotFound whose text says `secret "NAME" not found`.
 func (s *Store) Get(ctx context.Context, name string) (string, error) {
+	v, _, err := s.lookup(ctx, name)
+	return v, err
+}
+
+// lookup returns the value of the secret name and the origins it may be
+// sent to (stored with it and bound by the operator, sorted), both from
+// one read of its record, so a record another process replaces between
+// two reads cannot pair one record's value with the other's origins.
+func (s *Store) lookup(ctx context.Context, name string) (string, []string, error) {
 	if !ValidName(name) {
-		return "", fmt.Errorf("%w: %q", ErrInvalidName, name)
+		return "", nil, fmt.Errorf("%w: %q", ErrInvalidName, name)
 	}
 	s.mu.Lock()
 	v, ok := s.values[name]
+	origins := unionOrigins(s.origins[name], s.bound[name])
 	s.mu.Unlock()
 	if ok && !s.shared {
-		return v, nil
+		return v, origins, nil
 	}
 	// Another process sharing the store may have written it since Open
 	// (and, when shared, replaced or deleted it).
@@ -342,24 +352,27 @@ func (s *Store) Get(ctx context.Context, name string) (string, error) {
 		if ok {
 			s.forget(name)
 		}
-		return "", notFound(name)
+		return "", nil, notFound(name)
 	}
 	if err != nil {
-		return "", fmt.Errorf("secrets: reading %q: %w", name, err)
+		return "", nil, fmt.Errorf("secrets: reading %q: %w", name, err)
 	}
 	rec, err := s.decode(name, raw)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	s.mu.Lock()
-	if old, ok := s.values[name]; ok && old != rec.Value {
+	defer s.mu.Unlock()
+	old, had := s.values[name]
+	if had && old != rec.Value {
 		s.retired[name+"\x00"+old] = old
 	}
 	s.values[name] = rec.Value
 	s.origins[name] = rec.Origins
-	s.updateRedactorLocked()
-	s.mu.Unlock()
-	return rec.Value, nil
+	if !had || old != rec.Value {
+		s.updateRedactorLocked()
+	}
+	return rec.Value, unionOrigins(rec.Origins, s.bound[name]), nil
 }
 
 // forget drops a secret another process deleted; its value stays redacted
@@ -493,12 +506,8 @@ func (s *Store) Bound(name string) []string {
 // stored with it and those the operator bound, sorted. A missing secret
 // gives an error matching ErrNotFound.
 func (s *Store) Origins(ctx context.Context, name string) ([]string, error) {
-	if _, err := s.Get(ctx, name); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return unionOrigins(s.origins[name], s.bound[name]), nil
+	_, origins, err := s.lookup(ctx, name)
+	return origins, err
 }
 
 // CheckOrigin returns nil when every secret named may be sent to origin (a
