@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
 // envelope is a message held for a session that is stopping.
@@ -96,7 +97,8 @@ func (a *dispatcherActor) Receive(ctx actor.Context) {
 		// actor; without one, the board tells a question answered before
 		// the session went idle from one never asked.
 		if !a.route(ctx, m.Session, m, false) {
-			ctx.Respond(&messages.Ack{Error: ackError(a.cfg.board.settled(m.Session, m.CallId))})
+			ctx.Respond(&messages.Ack{Error: ackError(a.cfg.board.answer(m.Session, m.CallId,
+				toolkit.Answer{Text: m.Text, Declined: m.Declined, Origins: m.Origins}))})
 		}
 	case *messages.EndRun:
 		a.routeJob(ctx, m.Session, m)

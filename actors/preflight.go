@@ -63,14 +63,10 @@ func newPreflightActor(in *preflightInput) *preflightActor {
 func (a *preflightActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		if p := a.pending; p != nil {
-			// The turn planned the calls before this one (planAll).
-			a.pending = nil
-			a.ask(ctx, p)
-			return
-		}
-		a.sizeFor()
-		a.proceed(ctx)
+		// planAll spawns it with the calls before this one planned.
+		p := a.pending
+		a.pending = nil
+		a.ask(ctx, p)
 	case *messages.ConfirmReply:
 		a.confirmReply(ctx, m)
 	case *approverReply:

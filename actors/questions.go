@@ -91,15 +91,3 @@ func (b *questionBoard) answer(session, callID string, a toolkit.Answer) error {
 	ch <- a
 	return nil
 }
-
-// settled is answer's error for a call whose session runs no turn (so no
-// question of it waits): ErrAlreadyAnswered when it was answered,
-// ErrNoPending otherwise.
-func (b *questionBoard) settled(session, callID string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.answered[questionKey{session, callID}] {
-		return ErrAlreadyAnswered
-	}
-	return ErrNoPending
-}
