@@ -96,23 +96,7 @@ type turnReply struct {
 }
 
 func postTurn(ctx context.Context, base, session, turnID string, calls ...map[string]any) (*turnReply, error) {
-	body, _ := json.Marshal(map[string]any{"run": "r", "provider": "claude-code", "auto_load_schemas": true, "approve": "all",
-		"turn_id": turnID, "message": map[string]any{"role": "assistant", "tool_calls": calls}})
-	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/sessions/"+session+"/turns", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var r turnReply
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != 200 {
-		return &r, fmt.Errorf("status %d: %s", resp.StatusCode, r.Error)
-	}
-	return &r, nil
+	return postTurnWith(ctx, http.DefaultClient, base, session, turnID, calls...)
 }
 
 func commandCall(id, script string) map[string]any {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -418,20 +417,7 @@ func hostOf(u string) (string, error) {
 
 // turn posts a turn to member i (postTurn through the hub).
 func (lc *labCluster) turn(ctx context.Context, i int, session, turnID string, calls ...map[string]any) (*turnReply, error) {
-	code, body, err := postJSON(ctx, lc.c, lc.ms[i].http+"/v1/sessions/"+session+"/turns", map[string]any{
-		"run": "r", "provider": "claude-code", "auto_load_schemas": true, "approve": "all", "turn_id": turnID,
-		"message": map[string]any{"role": "assistant", "tool_calls": calls}})
-	if err != nil {
-		return nil, err
-	}
-	var r turnReply
-	if err := json.Unmarshal([]byte(body), &r); err != nil {
-		return nil, fmt.Errorf("status %d: %s", code, body)
-	}
-	if code != 200 {
-		return &r, fmt.Errorf("status %d: %s", code, r.Error)
-	}
-	return &r, nil
+	return postTurnWith(ctx, lc.c, lc.ms[i].http, session, turnID, calls...)
 }
 
 // index is the member whose cluster address is addr.
