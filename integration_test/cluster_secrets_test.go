@@ -217,9 +217,14 @@ func TestClusterSecretKeyMismatch(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	// It either exits, or comes up and answers (the failure).
+	// It either exits, or comes up and answers (the failure), or hangs.
+	hung := time.After(90 * time.Second)
 	for refused := false; !refused; {
 		select {
+		case <-hung:
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Fatalf("a member with another key file neither exited nor served within 90 s:\n%s", out.String())
 		case err := <-exited:
 			if err == nil {
 				t.Fatalf("a member with another key file exited cleanly:\n%s", out.String())
