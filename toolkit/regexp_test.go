@@ -1,6 +1,8 @@
 package toolkit
 
 import (
+	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +27,13 @@ func TestECMAPatterns(t *testing.T) {
 		{name: "format regex accepts ECMA-262", schema: `{"properties":{"r":{"type":"string","format":"regex"}}}`, args: `{"r":"^(?<=a)b\\cA"}`},
 		{name: "format regex refuses", schema: `{"properties":{"r":{"type":"string","format":"regex"}}}`, args: `{"r":"(unclosed"}`,
 			wantErr: `field "r": must be a valid regex`},
+		{name: "format regex refuses inline flags", schema: `{"properties":{"r":{"type":"string","format":"regex"}}}`, args: `{"r":"(?i)abc"}`,
+			wantErr: `field "r": must be a valid regex`},
+		{name: "format regex refuses a comment group", schema: `{"properties":{"r":{"type":"string","format":"regex"}}}`, args: `{"r":"(?#c)a"}`,
+			wantErr: `field "r": must be a valid regex`},
+		{name: "format regex refuses a .NET escape", schema: `{"properties":{"r":{"type":"string","format":"regex"}}}`, args: `{"r":"\\a"}`,
+			wantErr: `field "r": must be a valid regex`},
+		{name: "format regex takes a modifier group", schema: `{"properties":{"r":{"type":"string","format":"regex"}}}`, args: `{"r":"(?i:a)b[\\-\\]]\\u{1F600}\\p{L}\\k<n>(?<n>x)"}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,5 +117,93 @@ func TestFormatPolicy(t *testing.T) {
 	}
 	if err := FormatPolicy("sometimes").Validate(); err == nil {
 		t.Error("Validate accepted an unknown policy")
+	}
+}
+
+// slowKey is a string that `(a+)+b|x` matches (it holds an x) only after
+// backtracking exponentially: every match of it runs past any bound.
+var slowKey = strings.Repeat("a", 40) + "x"
+
+// TestTimedOutMatchRefuses checks that a match past its bound refuses the
+// arguments in every keyword that matches, whatever the keyword would have
+// made of a "no match": the pattern matches slowKey, so each schema below
+// refuses it, and a match that gives up must not let it through.
+func TestTimedOutMatchRefuses(t *testing.T) {
+	const evil = `(a+)+b|x`
+	tests := []struct {
+		name   string
+		schema string
+		args   map[string]any
+	}{
+		{name: "pattern", schema: `{"properties":{"p":{"type":"string","pattern":"` + evil + `"}}}`,
+			args: map[string]any{"p": strings.Repeat("a", 40) + "!"}},
+		{name: "not pattern", schema: `{"properties":{"p":{"type":"string","not":{"pattern":"` + evil + `"}}}}`,
+			args: map[string]any{"p": slowKey}},
+		{name: "if pattern then", schema: `{"properties":{"p":{"if":{"pattern":"` + evil + `"},"then":{"const":"never"}}}}`,
+			args: map[string]any{"p": slowKey}},
+		{name: "patternProperties", schema: `{"type":"object","patternProperties":{"` + evil + `":{"type":"integer"}}}`,
+			args: map[string]any{slowKey: "a string where an integer is required"}},
+		{name: "propertyNames pattern", schema: `{"type":"object","propertyNames":{"pattern":"^(a+)+$"}}`,
+			args: map[string]any{strings.Repeat("a", 40) + "!": "v"}},
+		{name: "propertyNames not pattern", schema: `{"type":"object","propertyNames":{"not":{"pattern":"` + evil + `"}}}`,
+			args: map[string]any{slowKey: "v"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := mustCompile(t, NewSchemaCache(WithRegexTimeout(20*time.Millisecond)), tc.schema)
+			err := s.Validate(tc.args)
+			if err == nil {
+				t.Fatal("Validate accepted the arguments although a match ran past its bound")
+			}
+			if !strings.Contains(err.Error(), "matching took longer than 20ms") {
+				t.Errorf("Validate = %v, want the bound named", err)
+			}
+			for _, v := range tc.args {
+				if s := v.(string); len(s) > 40 && strings.Contains(err.Error(), s) {
+					t.Error("the message carries the whole value")
+				}
+			}
+		})
+	}
+}
+
+// timedOutFields counts the fields a refusal says could not be checked in
+// time: one per match that ran past its bound.
+func timedOutFields(err error) int {
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		return 0
+	}
+	n := 0
+	for _, f := range ve.Fields {
+		if strings.Contains(f.Message, "matching took longer than") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRegexBudgetStopsACall: 400 distinct items, each of whose match runs past its
+// bound, cost the call at most its budget: once the budget is spent no item
+// is matched any more and the call is refused saying why. The work done is
+// counted (matches that ran past their bound: each took at least the
+// bound), not timed.
+func TestRegexBudgetStopsACall(t *testing.T) {
+	const bound, budget = 10 * time.Millisecond, time.Second
+	c := NewSchemaCache(WithRegexTimeout(bound), WithMatchBudgets(budget, 0))
+	s := mustCompile(t, c, `{"type":"object","properties":{"items":{"type":"array","items":{"type":"string","pattern":"^(a+)+$"}}}}`)
+	items := make([]any, 400)
+	for i := range items {
+		items[i] = strings.Repeat("a", 40) + "!" + strconv.Itoa(i)
+	}
+	err := s.Validate(map[string]any{"items": items})
+	if err == nil {
+		t.Fatal("Validate accepted the items")
+	}
+	if n, most := timedOutFields(err), int(budget/bound)+1; n > most {
+		t.Fatalf("%d matches ran past their bound, want at most %d: the call's budget (%s) must stop matching", n, most, budget)
+	}
+	if !strings.Contains(err.Error(), "budget") {
+		t.Errorf("Validate = %.300s…, want the spent budget named", err)
 	}
 }

@@ -2,17 +2,18 @@ package toolkit
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -30,11 +31,16 @@ import (
 // other URL goes to the cache's loader, which by default refuses them all:
 // compiling never touches the network or the file system. Compiled schemas
 // stay for the cache's lifetime.
+//
+// Pattern matching is bounded per match, per call and per turn (match.go).
 type SchemaCache struct {
 	loader       jsonschema.URLLoader
 	draft        *jsonschema.Draft
 	formats      FormatPolicy
 	regexTimeout time.Duration
+	callBudget   time.Duration
+	turnBudget   time.Duration
+	now          func() time.Time // measures matching; time.Now but in tests
 
 	mu      sync.RWMutex
 	entries map[string]*schemaEntry // guarded by mu; key: the schema text
@@ -83,6 +89,21 @@ func WithRegexTimeout(d time.Duration) SchemaOption {
 	}
 }
 
+// WithMatchBudgets sets the time pattern matching may take for one call
+// (1 s unless set) and for all the calls of one turn together (3 s unless
+// set); a duration <= 0 keeps its default. Once a budget is spent nothing
+// more is matched and the arguments are refused (invalid_args).
+func WithMatchBudgets(call, turn time.Duration) SchemaOption {
+	return func(c *SchemaCache) {
+		if call > 0 {
+			c.callBudget = call
+		}
+		if turn > 0 {
+			c.turnBudget = turn
+		}
+	}
+}
+
 // NewSchemaCache returns an empty cache.
 func NewSchemaCache(opts ...SchemaOption) *SchemaCache {
 	c := &SchemaCache{
@@ -90,6 +111,9 @@ func NewSchemaCache(opts ...SchemaOption) *SchemaCache {
 		draft:        jsonschema.Draft2020,
 		formats:      FormatAssert,
 		regexTimeout: defaultRegexTimeout,
+		callBudget:   defaultCallMatchBudget,
+		turnBudget:   defaultTurnMatchBudget,
+		now:          time.Now,
 		entries:      map[string]*schemaEntry{},
 	}
 	for _, o := range opts {
@@ -97,6 +121,10 @@ func NewSchemaCache(opts ...SchemaOption) *SchemaCache {
 	}
 	return c
 }
+
+// NewTurnBudget returns the matching budget of one turn's calls, to hand to
+// each Schema.Check of that turn.
+func (c *SchemaCache) NewTurnBudget() *MatchBudget { return NewMatchBudget(c.turnBudget) }
 
 // refuseLoader is the default loader: schemas may not pull in other
 // documents.
@@ -132,35 +160,118 @@ func (c *SchemaCache) compile(raw []byte) (*Schema, error) {
 		return nil, fmt.Errorf("schema is not valid JSON: %w", err)
 	}
 	sum := sha256.Sum256(raw)
-	loc := "mem:///schema/" + hex.EncodeToString(sum[:16]) + ".json"
+	s := &Schema{raw: raw, cache: c, loc: "mem:///schema/" + hex.EncodeToString(sum[:16]) + ".json"}
+	inst, err := c.compileInstance(doc, s.loc)
+	if err != nil {
+		return nil, err
+	}
+	s.first = inst
+	// A loader may bring in documents this one does not show, with
+	// `format: regex` in them.
+	_, refusing := c.loader.(refuseLoader)
+	s.matches = inst.patterns || (!c.formats.annotates("regex") && (!refusing || usesFormat(doc, "regex")))
+	if s.matches {
+		s.spare = []*schemaInstance{inst}
+	}
+	if fastDraft(doc, c.draft) {
+		s.fast = compileFast(doc, true, c.formats.annotates)
+	}
+	return s, nil
+}
+
+// compileInstance compiles one instance of the schema document doc.
+func (c *SchemaCache) compileInstance(doc any, loc string) (*schemaInstance, error) {
+	inst := &schemaInstance{bound: c.regexTimeout}
 	comp := jsonschema.NewCompiler()
 	comp.DefaultDraft(c.draft)
 	comp.UseLoader(c.loader)
-	var compiled atomic.Bool
-	comp.UseRegexpEngine(ecmaEngine(c.regexTimeout, &compiled, c.formats.annotates("regex")))
+	comp.UseRegexpEngine(inst.engine(c.formats.annotates("regex")))
 	c.formats.apply(comp)
 	if err := comp.AddResource(loc, doc); err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
 	sch, err := comp.Compile(loc)
-	compiled.Store(true)
+	inst.compiled = true
 	if err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
-	var fast *fastSchema
-	if fastDraft(doc, c.draft) {
-		fast = compileFast(doc, true, c.formats.annotates)
+	inst.sch = sch
+	return inst, nil
+}
+
+// usesFormat reports whether a schema document names format anywhere
+// (also where it is not a keyword: the answer may be a false yes, never a
+// false no).
+func usesFormat(doc any, format string) bool {
+	switch d := doc.(type) {
+	case map[string]any:
+		for k, v := range d {
+			if s, ok := v.(string); ok && k == "format" && s == format {
+				return true
+			}
+			if usesFormat(v, format) {
+				return true
+			}
+		}
+	case []any:
+		for _, v := range d {
+			if usesFormat(v, format) {
+				return true
+			}
+		}
 	}
-	return &Schema{sch: sch, fast: fast, raw: raw}, nil
+	return false
 }
 
 // Schema is a compiled argument schema. Safe for concurrent use.
 type Schema struct {
-	sch *jsonschema.Schema
 	// fast, when the schema uses only the keywords fastSchema knows, accepts
 	// valid arguments without the general validator.
 	fast *fastSchema
 	raw  []byte
+	// first is the instance compiled first; without matches, every
+	// validation uses it.
+	first *schemaInstance
+	// matches: validating may match patterns or compile `format: regex`
+	// values, with the validation's bounds, so each validation holds an
+	// instance of its own (compiled anew when none is spare).
+	matches bool
+	cache   *SchemaCache
+	loc     string
+
+	mu    sync.Mutex
+	spare []*schemaInstance // guarded by mu
+}
+
+// maxSpareInstances bounds the instances a Schema keeps between
+// validations.
+const maxSpareInstances = 4
+
+// take returns an instance no other validation holds.
+func (s *Schema) take() (*schemaInstance, error) {
+	s.mu.Lock()
+	if n := len(s.spare); n > 0 {
+		inst := s.spare[n-1]
+		s.spare[n-1] = nil
+		s.spare = s.spare[:n-1]
+		s.mu.Unlock()
+		return inst, nil
+	}
+	s.mu.Unlock()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(s.raw))
+	if err != nil {
+		return nil, fmt.Errorf("schema is not valid JSON: %w", err)
+	}
+	return s.cache.compileInstance(doc, s.loc)
+}
+
+// put hands an instance back.
+func (s *Schema) put(inst *schemaInstance) {
+	s.mu.Lock()
+	if len(s.spare) < maxSpareInstances {
+		s.spare = append(s.spare, inst)
+	}
+	s.mu.Unlock()
 }
 
 // Raw returns the schema text it was compiled from. Do not modify it.
@@ -168,35 +279,71 @@ func (s *Schema) Raw() []byte { return s.raw }
 
 // Validate checks arguments (as ParseArgs decodes them: numbers may be
 // json.Number) against the schema. A failure is a *ValidationError naming
-// every failing field.
+// every failing field. Pattern matching is bounded by the cache's call
+// budget; Check also takes a context and a turn's budget.
 func (s *Schema) Validate(v map[string]any) error {
+	return s.Check(context.Background(), v, nil)
+}
+
+// Check is Validate within ctx and the turn's matching budget (nil: the
+// call's budget only). A match that runs past its bound, or a spent budget,
+// refuses the arguments with a *ValidationError saying so (errors.Is
+// ErrMatchBudget for the budget). When ctx ends while patterns are matched,
+// matching stops and Check returns an error wrapping ErrCheckCanceled and
+// ctx's error: the arguments were not checked in full.
+func (s *Schema) Check(ctx context.Context, v map[string]any, turn *MatchBudget) error {
 	if v == nil {
 		v = map[string]any{}
 	}
-	return s.validate(v)
+	return s.check(ctx, v, turn)
 }
 
 // validate checks any JSON value.
 func (s *Schema) validate(v any) error {
+	return s.check(context.Background(), v, nil)
+}
+
+func (s *Schema) check(ctx context.Context, v any, turn *MatchBudget) error {
 	if s.fast != nil && s.fast.valid(v) {
 		return nil
 	}
-	err := s.sch.Validate(v)
-	if err == nil {
-		return nil
+	if !s.matches {
+		return phrase(s.first.sch.Validate(v), v, nil)
 	}
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
+	inst, err := s.take()
+	if err != nil {
 		return err
 	}
-	return newValidationError(ve, v)
+	run := newMatchRun(ctx, s.cache.regexTimeout, s.cache.callBudget, turn, s.cache.now)
+	inst.run = run
+	err = inst.sch.Validate(v)
+	inst.run = nil
+	s.put(inst)
+	return phrase(err, v, run)
+}
+
+// phrase turns the validator's verdict and the run's matching into Check's
+// answer.
+func phrase(err error, v any, run *matchRun) error {
+	if run != nil && run.stop == stoppedCanceled {
+		return fmt.Errorf("%w: %w", ErrCheckCanceled, context.Cause(run.ctx))
+	}
+	var ve *jsonschema.ValidationError
+	if err != nil && !errors.As(err, &ve) {
+		return err
+	}
+	if ve == nil && (run == nil || run.stop == notStopped && len(run.gaveUp) == 0) {
+		return nil
+	}
+	return newValidationError(ve, v, run)
 }
 
 // ValidationError is why arguments do not match their schema: one entry per
 // problem, sorted by field path.
 type ValidationError struct {
 	Fields []FieldError
-	cause  *jsonschema.ValidationError
+	cause  *jsonschema.ValidationError // nil when only matching refused
+	budget bool                        // a matching budget was spent
 }
 
 // FieldError is one problem with the arguments.
@@ -224,8 +371,16 @@ func (e *ValidationError) Error() string {
 	return sb.String()
 }
 
-// Unwrap returns the validator's own error tree.
-func (e *ValidationError) Unwrap() error { return e.cause }
+// Unwrap returns the validator's own error tree, if it found a problem.
+func (e *ValidationError) Unwrap() error {
+	if e.cause == nil {
+		return nil
+	}
+	return e.cause
+}
+
+// Is reports ErrMatchBudget when a matching budget was spent.
+func (e *ValidationError) Is(target error) bool { return e.budget && target == ErrMatchBudget }
 
 // issue is one problem found while walking the validator's error tree.
 type issue struct {
@@ -259,10 +414,22 @@ func fieldRef(path string) string {
 	return "field " + strconv.Quote(path)
 }
 
-func newValidationError(ve *jsonschema.ValidationError, root any) *ValidationError {
-	b := issueBuilder{root: root}
-	issues := sortIssues(b.walk(ve, nil))
-	out := &ValidationError{cause: ve, Fields: make([]FieldError, 0, len(issues))}
+func newValidationError(ve *jsonschema.ValidationError, root any, run *matchRun) *ValidationError {
+	b := issueBuilder{root: root, run: run}
+	var issues []issue
+	if ve != nil {
+		issues = b.walk(ve, nil)
+	}
+	budget := false
+	if run != nil {
+		issues = append(issues, b.gaveUpIssues()...)
+		if text := run.stopText(); text != "" {
+			issues = append(issues, issue{full: text})
+			budget = true
+		}
+	}
+	issues = sortIssues(issues)
+	out := &ValidationError{cause: ve, budget: budget, Fields: make([]FieldError, 0, len(issues))}
 	for _, is := range issues {
 		out.Fields = append(out.Fields, FieldError{Path: is.path, Message: is.text()})
 	}
@@ -314,7 +481,8 @@ func allDigits(s string) bool {
 
 // issueBuilder phrases the validator's error tree.
 type issueBuilder struct {
-	root any // the validated value, to tell array indexes from keys
+	root any       // the validated value, to tell array indexes from keys
+	run  *matchRun // the validation's matching; nil without patterns
 }
 
 // at builds an issue about the field at toks.
@@ -433,9 +601,95 @@ func (b *issueBuilder) walk(e *jsonschema.ValidationError, out []issue) []issue 
 	case *kind.DependentRequired:
 		return b.dependent(out, loc, k.Prop, k.Missing)
 	case *kind.PropertyNames:
+		if b.undecided(e) {
+			// The name's own issue (gaveUpIssues) or the spent budget says why.
+			return out
+		}
 		return append(out, b.at(child(loc, k.Property), "field name not allowed by the schema"))
+	case *kind.Pattern:
+		if b.run.undecided(k.Want, k.Got) {
+			return out
+		}
+	case *kind.Format:
+		if errors.Is(k.Err, errNotChecked) {
+			return out
+		}
 	}
 	return append(out, b.at(loc, describeKind(e.ErrorKind)))
+}
+
+// undecided reports whether e's tree holds a pattern the run has no answer
+// for.
+func (b *issueBuilder) undecided(e *jsonschema.ValidationError) bool {
+	if b.run == nil {
+		return false
+	}
+	if k, ok := e.ErrorKind.(*kind.Pattern); ok && b.run.undecided(k.Want, k.Got) {
+		return true
+	}
+	if k, ok := e.ErrorKind.(*kind.Format); ok && errors.Is(k.Err, errNotChecked) {
+		return true
+	}
+	for _, c := range e.Causes {
+		if b.undecided(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// gaveUpIssues phrases each match that ran past its bound, at the first
+// field (in key order) whose value, or else whose name, is the text matched.
+func (b *issueBuilder) gaveUpIssues() []issue {
+	var out []issue
+	for _, g := range b.run.gaveUp {
+		val, key := findText(b.root, g.text, nil)
+		switch {
+		case val != nil:
+			out = append(out, b.at(val, fmt.Sprintf("could not be checked against pattern `%s`: matching %s, so the value is refused", g.pattern, g.why)))
+		case key != nil:
+			out = append(out, b.at(key, fmt.Sprintf("its name could not be checked against pattern `%s`: matching %s, so the field is refused", g.pattern, g.why)))
+		default:
+			out = append(out, issue{full: fmt.Sprintf("arguments: a value could not be checked against pattern `%s`: matching %s, so the arguments are refused", g.pattern, g.why)})
+		}
+	}
+	return out
+}
+
+// findText returns the location of the first string value equal to text
+// and of the first key equal to text, visiting keys in order; nil for
+// none.
+func findText(v any, text string, at []string) (val, key []string) {
+	switch v := v.(type) {
+	case string:
+		if v == text {
+			return slices.Clone(at), nil
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			if k == text && key == nil {
+				key = child(at, k)
+			}
+			vv, vk := findText(v[k], text, append(at, k))
+			if vv != nil {
+				return vv, key
+			}
+			if key == nil {
+				key = vk
+			}
+		}
+	case []any:
+		for i, x := range v {
+			vv, vk := findText(x, text, append(at, strconv.Itoa(i)))
+			if vv != nil {
+				return vv, key
+			}
+			if key == nil {
+				key = vk
+			}
+		}
+	}
+	return nil, key
 }
 
 func (b *issueBuilder) dependent(out []issue, loc []string, prop string, missing []string) []issue {
@@ -536,9 +790,6 @@ func describeKind(k jsonschema.ErrorKind) string {
 	case *kind.MaxContains:
 		return fmt.Sprintf("at most %s may match the schema's contains, got %d", plural(k.Want, "item"), len(k.Got))
 	case *kind.Pattern:
-		if d, ok := regexTimeouts.bound(k.Want, k.Got); ok {
-			return fmt.Sprintf("could not be checked against pattern `%s`: matching took longer than %s, so the value is refused", k.Want, d)
-		}
 		return fmt.Sprintf("must match pattern `%s`, got %s", k.Want, quoteShort(k.Got))
 	case *kind.Format:
 		return fmt.Sprintf("must be a valid %s, got %s", k.Want, jsonText(k.Got))

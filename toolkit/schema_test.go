@@ -583,7 +583,7 @@ func TestFastPathAgreesWithValidator(t *testing.T) {
 			for _, m := range append(mutations(args.Value), args.Value) {
 				checked++
 				fast := s.fast.valid(m)
-				slow := s.sch.Validate(m) == nil
+				slow := s.first.sch.Validate(m) == nil
 				if fast != slow {
 					t.Errorf("%s/%s: fast path says %v, validator %v for %v", domain, c.Name, fast, slow, m)
 				}
@@ -621,7 +621,7 @@ func TestFastPathAgreesWithValidator(t *testing.T) {
 		for _, m := range append(mutations(args.Value), args.Value) {
 			checked++
 			fast := s.fast.valid(m)
-			slow := s.sch.Validate(m) == nil
+			slow := s.first.sch.Validate(m) == nil
 			if fast != slow {
 				t.Errorf("bfcl %s: fast path says %v, validator %v for %v", c.ID, fast, slow, m)
 			}
