@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -45,6 +46,8 @@ type preflightActor struct {
 	inTurn   map[string]*callPlan // by de-dup key: the first identical call of this turn
 	invalid  map[string]bool      // run-state de-dup keys made stale earlier in this turn
 	answered map[string]bool      // call ids whose confirmation was answered
+
+	budget *toolkit.MatchBudget // the turn's pattern matching; made by check
 
 	asking    *callPlan // waiting for a confirmation
 	pending   *callPlan // planned before the actor started; to be asked when it starts
@@ -204,8 +207,8 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 		return a.decide(p, toolkit.StatusError, "not run: the tool's schema does not compile: "+err.Error()), false
 	}
 	if in.view.IsClient(p.name) {
-		if err := schema.Validate(args.Value); err != nil {
-			return a.decide(p, toolkit.StatusInvalidArgs, err.Error()), false
+		if err := a.check(schema, args); err != nil {
+			return a.refuse(p, err), false
 		}
 		return a.decide(p, toolkit.StatusClientPending, "client tool: the caller runs this call and hands its result back."), false
 	}
@@ -215,7 +218,10 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 		return a.decide(p, toolkit.StatusDeferred, deferredText(p.name)), false
 	}
 	// 6. Schema handshake.
-	verr := schema.Validate(args.Value)
+	verr := a.check(schema, args)
+	if errors.Is(verr, toolkit.ErrCheckCanceled) {
+		return a.refuse(p, verr), false
+	}
 	if !in.view.StartsFetched(p.name) && !in.runState.Fetched[p.name] {
 		p.fetch = true
 		if !in.autoLoad || verr != nil {

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"errors"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -95,7 +96,8 @@ type runningTurn struct {
 	requestID string     // of a turn, for cancellations
 	pid       *actor.PID // the turn actor; nil for a job
 	sender    *actor.PID
-	done      bool // a job's requester was answered
+	done      bool               // a job's requester was answered
+	cancel    context.CancelFunc // ends the turn's context; nil for a job
 }
 
 func newSessionActor(cfg Config, session string, st *sessionState) *sessionActor {
@@ -265,6 +267,11 @@ func (a *sessionActor) cancel(ctx actor.Context, m *messages.CancelTurn) {
 		return
 	}
 	if a.current != nil && a.current.pid != nil && a.current.requestID == m.RequestId {
+		// The turn's context ends at once: pass 1 runs inside the turn's
+		// Receive and reads the mailbox only when it is done, but it
+		// watches the context (pattern matching stops). The message then
+		// settles what waits for it (a confirmation, the pool).
+		a.current.cancel()
 		ctx.Send(a.current.pid, m)
 		return
 	}
@@ -292,14 +299,15 @@ func (a *sessionActor) pump(ctx actor.Context) {
 	switch m := q.msg.(type) {
 	case *messages.DispatchTurn:
 		cfg, session, commit, sender := a.cfg, a.session, a.commit, q.sender
+		tctx, tcancel := context.WithCancel(context.Background())
 		// The turn only coordinates (its Receive never blocks), so it
 		// runs on the synchronized dispatcher: its start, the commit
 		// actor's replies and the pool's poolDone are handled on the
 		// sender's goroutine, not one goroutine hand-off each.
 		pid := ctx.Spawn(coordinatorProps(func() actor.Actor {
-			return newTurnActor(cfg, session, commit, m, sender)
+			return newTurnActor(cfg, session, commit, m, sender, tctx, tcancel)
 		}))
-		a.current = &runningTurn{requestID: m.RequestId, pid: pid, sender: sender}
+		a.current = &runningTurn{requestID: m.RequestId, pid: pid, sender: sender, cancel: tcancel}
 		a.turns++
 	default:
 		// The commit actor answers every request, also when a store call

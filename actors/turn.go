@@ -70,10 +70,14 @@ func coordinatorProps(producer actor.Producer) *actor.Props {
 
 var syncDispatcher = actor.NewSynchronizedDispatcher(300)
 
-func newTurnActor(cfg Config, session string, commit *actor.PID, req *messages.DispatchTurn, replyTo *actor.PID) *turnActor {
+// newTurnActor returns the actor of turn req; ctx is the turn's context,
+// which cancel (the session's, on a cancellation) ends.
+func newTurnActor(cfg Config, session string, commit *actor.PID, req *messages.DispatchTurn, replyTo *actor.PID,
+	ctx context.Context, cancel context.CancelFunc) *turnActor {
 	run := cmp.Or(req.Run, defaultRun)
 	provider := cmp.Or(req.Provider, defaultProvider)
-	return &turnActor{cfg: cfg, session: session, commit: commit, req: req, replyTo: replyTo, run: run, provider: provider}
+	return &turnActor{cfg: cfg, session: session, commit: commit, req: req, replyTo: replyTo, run: run, provider: provider,
+		ctx: ctx, cancel: cancel}
 }
 
 func (a *turnActor) Receive(ctx actor.Context) {
@@ -115,7 +119,6 @@ func (a *turnActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, _ 
 }
 
 func (a *turnActor) start(ctx actor.Context) {
-	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.started = time.Now()
 	var member string
 	if a.cfg.member {
