@@ -110,6 +110,10 @@ type dispatcherConfig struct {
 	Formats toolkit.FormatPolicy `toml:"formats"`
 	// PatternTimeout bounds one match of a schema pattern (default 200ms).
 	PatternTimeout duration `toml:"pattern_timeout"`
+	// PatternCallBudget bounds the pattern matching of one call (default
+	// 1s), PatternTurnBudget that of all the calls of one turn (default 3s).
+	PatternCallBudget duration `toml:"pattern_call_budget"`
+	PatternTurnBudget duration `toml:"pattern_turn_budget"`
 }
 
 // schemaOptions are the schema cache options of the configuration.
@@ -117,6 +121,7 @@ func (c dispatcherConfig) schemaOptions() []toolkit.SchemaOption {
 	return []toolkit.SchemaOption{
 		toolkit.WithFormatPolicy(cmp.Or(c.Formats, toolkit.FormatAssert)),
 		toolkit.WithRegexTimeout(c.PatternTimeout.Duration),
+		toolkit.WithMatchBudgets(c.PatternCallBudget.Duration, c.PatternTurnBudget.Duration),
 	}
 }
 
@@ -210,6 +215,12 @@ func (c *fileConfig) validate() error {
 	}
 	if c.Dispatcher.PatternTimeout.Duration < 0 {
 		errs = append(errs, errors.New("dispatcher.pattern_timeout must not be negative"))
+	}
+	if c.Dispatcher.PatternCallBudget.Duration < 0 {
+		errs = append(errs, errors.New("dispatcher.pattern_call_budget must not be negative"))
+	}
+	if c.Dispatcher.PatternTurnBudget.Duration < 0 {
+		errs = append(errs, errors.New("dispatcher.pattern_turn_budget must not be negative"))
 	}
 	if c.Dispatcher.MaxConcurrency < 0 {
 		errs = append(errs, errors.New("dispatcher.max_concurrency must not be negative"))

@@ -54,6 +54,8 @@ var configKeyRows = []configKeyRow{
 	}},
 	{key: "dispatcher.formats", effect: TestRunFormatPolicy},
 	{key: "dispatcher.pattern_timeout", effect: TestRunPatternTimeout},
+	{key: "dispatcher.pattern_call_budget", effect: TestRunPatternCallBudget},
+	{key: "dispatcher.pattern_turn_budget", effect: TestRunPatternTurnBudget},
 	{key: "secrets.key_file", effect: testConfigSecretsKeyFile},
 	{key: "secrets.bind.name", effect: TestConfigBindsSecrets},
 	{key: "secrets.bind.origins", effect: TestConfigBindsSecrets},
