@@ -4,7 +4,8 @@ package toolkit
 // test data folder beside the repository (see shared/testdata/README.md):
 //   - JSON-Schema-Test-Suite (json-schema-org, MIT licence) required tests for
 //     draft-07 and draft 2020-12, with its remotes, and its optional
-//     ecmascript-regex and non-bmp-regex tests;
+//     ecmascript-regex and non-bmp-regex tests (and its optional format
+//     tests, in format_suite_test.go);
 //   - Berkeley Function Calling Leaderboard non-live sample calls (Apache-2.0);
 //   - τ-bench retail and airline expected calls (Sierra, MIT licence).
 // Each licence text is in the LICENSE file of its folder.
