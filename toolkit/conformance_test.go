@@ -74,6 +74,32 @@ func decodeNumbers(tb testing.TB, raw []byte) any {
 	return v
 }
 
+// suiteGroup is one group of a JSON-Schema-Test-Suite file: a schema and
+// its tests.
+type suiteGroup struct {
+	Description string          `json:"description"`
+	Schema      json.RawMessage `json:"schema"`
+	Tests       []struct {
+		Description string          `json:"description"`
+		Data        json.RawMessage `json:"data"`
+		Valid       bool            `json:"valid"`
+	} `json:"tests"`
+}
+
+// readSuiteFile reads the groups of one suite file.
+func readSuiteFile(tb testing.TB, file string) []suiteGroup {
+	tb.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var groups []suiteGroup
+	if err := json.Unmarshal(raw, &groups); err != nil {
+		tb.Fatalf("%s: %v", file, err)
+	}
+	return groups
+}
+
 func TestJSONSchemaTestSuite(t *testing.T) {
 	root := filepath.Join(sharedTestdata(t), "json-schema-test-suite")
 	// The required 2020-12 tests expect format to be an annotation (the
@@ -110,22 +136,7 @@ func TestJSONSchemaTestSuite(t *testing.T) {
 			)
 			pass, total, fast := 0, 0, 0
 			for _, file := range files {
-				raw, err := os.ReadFile(file)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var groups []struct {
-					Description string          `json:"description"`
-					Schema      json.RawMessage `json:"schema"`
-					Tests       []struct {
-						Description string          `json:"description"`
-						Data        json.RawMessage `json:"data"`
-						Valid       bool            `json:"valid"`
-					} `json:"tests"`
-				}
-				if err := json.Unmarshal(raw, &groups); err != nil {
-					t.Fatalf("%s: %v", file, err)
-				}
+				groups := readSuiteFile(t, file)
 				base := filepath.Base(file)
 				for _, g := range groups {
 					sch, err := cache.Compile(g.Schema)

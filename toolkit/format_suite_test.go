@@ -4,9 +4,7 @@ package toolkit
 // licence; see conformance_test.go), for draft-07 and draft 2020-12.
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -37,22 +35,7 @@ func runFormatSuite(tb testing.TB, dir string, draft *jsonschema.Draft, policy F
 		WithSchemaLoader(remotesLoader(filepath.Join(root, "remotes"))))
 	scores := map[string]*formatScore{}
 	for _, file := range files {
-		raw, err := os.ReadFile(file)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		var groups []struct {
-			Description string          `json:"description"`
-			Schema      json.RawMessage `json:"schema"`
-			Tests       []struct {
-				Description string          `json:"description"`
-				Data        json.RawMessage `json:"data"`
-				Valid       bool            `json:"valid"`
-			} `json:"tests"`
-		}
-		if err := json.Unmarshal(raw, &groups); err != nil {
-			tb.Fatalf("%s: %v", file, err)
-		}
+		groups := readSuiteFile(tb, file)
 		name := strings.TrimSuffix(filepath.Base(file), ".json")
 		sc := scores[name]
 		if sc == nil {
