@@ -214,20 +214,6 @@ func (m *matchRun) undecided(pattern, s string) bool {
 	return a == answerGaveUp
 }
 
-// gaveUpOn returns why the match of pattern on s ran past its bound, if it
-// did.
-func (m *matchRun) gaveUpOn(pattern, s string) (string, bool) {
-	if m == nil || m.answers[pairKey{pattern, s}] != answerGaveUp {
-		return "", false
-	}
-	for _, g := range m.gaveUp {
-		if g.pattern == pattern && g.text == s {
-			return g.why, true
-		}
-	}
-	return "", false
-}
-
 // stopText says why matching stopped, for the arguments' refusal.
 func (m *matchRun) stopText() string {
 	switch m.stop {
