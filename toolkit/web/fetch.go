@@ -262,7 +262,8 @@ func errorExcerpt(r *response, n int) string {
 	return clipRunes(collapse(text), n)
 }
 
-// parseURL parses a URL the model gave and checks it against the policy.
+// parseURL parses a URL the model gave and checks it against the policy;
+// the URL it returns has its host in the one form that is dialled.
 func (w *Web) parseURL(raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, errors.New("url is empty")
@@ -274,10 +275,7 @@ func (w *Web) parseURL(raw string) (*url.URL, error) {
 	if u.Scheme == "" && u.Host == "" {
 		return nil, fmt.Errorf("url %q has no scheme and host; write it in full, e.g. https://%s", raw, strings.TrimPrefix(raw, "//"))
 	}
-	if err := w.policy.CheckURL(u); err != nil {
-		return nil, err
-	}
-	return u, nil
+	return w.policy.Target(u)
 }
 
 // canonicalURL is the form of a URL used in cache keys: scheme and host in

@@ -259,7 +259,9 @@ func headerArgs(a toolkit.Args) (map[string]string, error) {
 // buildRequest resolves secret references and builds the request. Every
 // secret is resolved for the origin of the URL as written, whose scheme,
 // user and host may hold no reference, so a secret is refused before
-// anything is sent unless it is bound to that origin.
+// anything is sent unless it is bound to that origin. The origin, the
+// policy's checks and the request all use the URL's host in its one form
+// (Policy.Target), the host that is dialled.
 func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers map[string]string, body string) (*http.Request, error) {
 	template, err := url.Parse(rawURL)
 	if err != nil {
@@ -271,7 +273,7 @@ func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers m
 	if referencedInAuthority(template) {
 		return nil, fmt.Errorf("url %q: a ${secret:…} reference may only be in the path or query of a URL, never in its scheme, user or host", rawURL)
 	}
-	if err := w.policy.CheckURL(template); err != nil {
+	if template, err = w.policy.Target(template); err != nil {
 		return nil, err
 	}
 	origin, err := secrets.OriginOf(template)
@@ -286,13 +288,13 @@ func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers m
 	if err != nil {
 		return nil, fmt.Errorf("url %q is not a valid URL once its secrets are filled in", rawURL)
 	}
+	if u, err = w.policy.Target(u); err != nil {
+		return nil, err
+	}
 	if o, err := secrets.OriginOf(u); err != nil || o != origin {
 		// Values are query-escaped, so they cannot reach the authority;
 		// this guards the rule rather than a known path.
 		return nil, fmt.Errorf("url %q: filling in its secrets would change where it goes; refusing", rawURL)
-	}
-	if err := w.policy.CheckURL(u); err != nil {
-		return nil, err
 	}
 	resolvedBody, _, err := w.secrets.Resolve(ctx, origin, body)
 	if err != nil {
@@ -325,8 +327,11 @@ func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers m
 			return nil, fmt.Errorf("header %q: a secret it references holds a line break or a control character", k)
 		}
 		if strings.EqualFold(k, "Host") {
-			req.Host = v
-			continue
+			if !namesHost(v, u) {
+				return nil, fmt.Errorf("a Host header may only name the URL's host %s (it is %q): it would send the request, "+
+					"and any secret in it, to another virtual host behind the same address; put the host you mean in the URL", u.Host, headers[k])
+			}
+			continue // the URL's host is sent
 		}
 		req.Header.Add(k, v)
 	}
@@ -338,6 +343,18 @@ func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers m
 		req.Header.Set("Content-Type", ct)
 	}
 	return req, nil
+}
+
+// namesHost reports whether a Host header value names u's host and port
+// (explicit or the scheme's default), both in their one form.
+func namesHost(value string, u *url.URL) bool {
+	h, err := url.Parse(u.Scheme + "://" + strings.TrimSpace(value))
+	if err != nil || h.Host != strings.TrimSpace(value) || h.User != nil {
+		return false
+	}
+	a, errA := secrets.OriginOf(h)
+	b, errB := secrets.OriginOf(u)
+	return errA == nil && errB == nil && a == b
 }
 
 // referencedInAuthority reports whether a secret reference is in u's
