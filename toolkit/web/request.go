@@ -157,18 +157,19 @@ type outcome struct {
 }
 
 func (w *Web) httpRequest(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
-	res, err := w.httpRequestRun(ctx, c)
+	r := w.redactorFor(c)
+	res, err := w.httpRequestRun(ctx, c, r)
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		err = errors.New(w.redact(err.Error()))
+		err = errors.New(redact(r, err.Error()))
 	}
-	res.Content = w.redact(res.Content)
+	res.Content = redact(r, res.Content)
 	if res.Cache != nil {
-		res.Cache.Value = []byte(w.redact(string(res.Cache.Value)))
+		res.Cache.Value = []byte(redact(r, string(res.Cache.Value)))
 	}
 	return res, err
 }
 
-func (w *Web) httpRequestRun(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
+func (w *Web) httpRequestRun(ctx context.Context, c *toolkit.Call, r Redactor) (toolkit.Result, error) {
 	method := requestMethod(c.Args)
 	if !slices.Contains(methods, method) {
 		return toolkit.Result{}, fmt.Errorf("method %q is not supported (use one of %s)", method, strings.Join(methods, ", "))
@@ -209,7 +210,7 @@ func (w *Web) httpRequestRun(ctx context.Context, c *toolkit.Call) (toolkit.Resu
 		if creds {
 			ctx = withSameOriginRedirects(ctx)
 		}
-		return w.exchangeRequest(ctx, req.Clone(ctx), method, limit)
+		return w.exchangeRequest(ctx, req.Clone(ctx), method, limit, r)
 	}
 	var v any
 	if cacheable {
@@ -379,15 +380,16 @@ var shownHeaders = []string{
 	"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
 }
 
-// exchangeRequest sends req and describes the response.
-func (w *Web) exchangeRequest(ctx context.Context, req *http.Request, method string, limit int) (*outcome, error) {
+// exchangeRequest sends req and describes the response; the body is
+// redacted by r before it is cut.
+func (w *Web) exchangeRequest(ctx context.Context, req *http.Request, method string, limit int, r Redactor) (*outcome, error) {
 	resp, err := w.fetch(ctx, req, w.policy.MaxBytes)
 	if err != nil {
 		return nil, err
 	}
 	if resp.Status >= 400 {
-		return nil, statusError(resp, "reference a stored secret in a header, e.g. \"Authorization\": \"Bearer ${secret:NAME}\" "+
-			"(the user stores one with store_secret), and check that it is the right one for this API", apiExcerptChars)
+		return nil, statusError(ctx, resp, "reference a stored secret in a header, e.g. \"Authorization\": \"Bearer ${secret:NAME}\" "+
+			"(the user stores one with store_secret), and check that it is the right one for this API", apiExcerptChars, r)
 	}
 	var b strings.Builder
 	b.WriteString(statusLine(resp.Status) + "\n")
@@ -405,7 +407,7 @@ func (w *Web) exchangeRequest(ctx context.Context, req *http.Request, method str
 	}
 	if method != http.MethodHead {
 		b.WriteString("\n")
-		writeBody(&b, resp, limit, w.policy.MaxBytes)
+		writeBody(&b, resp, limit, w.policy.MaxBytes, r)
 	}
 	cc := strings.ToLower(resp.Header.Get("Cache-Control"))
 	return &outcome{
@@ -432,9 +434,10 @@ func writeAllHeaders(b *strings.Builder, h http.Header) {
 	}
 }
 
-// writeBody writes a response body as text, cut at limit characters, or
-// says what it is when it is not text.
-func writeBody(b *strings.Builder, resp *response, limit int, maxBytes int64) {
+// writeBody writes a response body as text, redacted by r, then cut at
+// limit characters outside every redaction marker, or says what it is when
+// it is not text.
+func writeBody(b *strings.Builder, resp *response, limit int, maxBytes int64, r Redactor) {
 	ct := resp.Header.Get("Content-Type")
 	mt := mediaType(ct, resp.Body)
 	if len(resp.Body) == 0 {
@@ -451,9 +454,14 @@ func writeBody(b *strings.Builder, resp *response, limit int, maxBytes int64) {
 		fmt.Fprintf(b, "(binary body: %s of %s; save it with download_file)\n", humanSize(int64(len(resp.Body))), mt)
 		return
 	}
+	// Redacted whole (a body longer than the response limit as the head
+	// of a longer text), then cut: a cut never leaves part of a secret.
+	text = redactText(r, text, resp.Truncated)
 	n := runeLen(text)
+	shown := n
 	if n > limit {
-		text = string([]rune(text)[:limit])
+		text = text[:toolkit.SafeCut(text, runeOffset(text, limit))]
+		shown = runeLen(text)
 	}
 	b.WriteString(text)
 	if !strings.HasSuffix(text, "\n") {
@@ -461,7 +469,7 @@ func writeBody(b *strings.Builder, resp *response, limit int, maxBytes int64) {
 	}
 	switch {
 	case n > limit:
-		fmt.Fprintf(b, "[body cut at %d of %d characters; raise max_chars to see more]\n", limit, n)
+		fmt.Fprintf(b, "[body cut at %d of %d characters; raise max_chars to see more]\n", shown, n)
 	case resp.Truncated:
 		fmt.Fprintf(b, "[body cut at the %s response limit]\n", humanSize(maxBytes))
 	}
