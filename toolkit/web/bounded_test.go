@@ -136,3 +136,49 @@ func BenchmarkHostilePage(b *testing.B) {
 		}
 	}
 }
+
+// TestCloseEndsPageWork: closing the web tools (a service shutting down)
+// while a hostile page is being processed ends that work at once: Close
+// returns within workWindow, and the caller gets its answer.
+func TestCloseEndsPageWork(t *testing.T) {
+	page := hostilePages["one paragraph"](hostilePageBytes)
+	sent := make(chan struct{})
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, page)
+		w.(http.Flusher).Flush()
+		close(sent)
+	}))
+	defer s.Close()
+	deps := testDeps(newFakeClock())
+	deps.Cache = nil
+	w, err := New(deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 1)
+	go func() {
+		_, err := callCtx(context.Background(), t, w, FetchPageName, "s1", obj{"url": s.URL + "/"})
+		errs <- err
+	}()
+	<-sent
+	closed := make(chan struct{})
+	before := processCPU(t)
+	go func() {
+		w.Close()
+		close(closed)
+	}()
+	timer := time.NewTimer(workWindow)
+	defer timer.Stop()
+	select {
+	case <-closed:
+	case <-timer.C:
+		t.Fatalf("Close still waited for the page's work %s later (%.1f CPU-seconds spent)", workWindow, (processCPU(t) - before).Seconds())
+	}
+	if used := processCPU(t) - before; used > cpuAfterReturn {
+		t.Errorf("closing used %.1f CPU-seconds", used.Seconds())
+	}
+	if err := <-errs; err == nil {
+		t.Log("the page was processed before Close")
+	}
+}
