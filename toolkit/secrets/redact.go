@@ -135,6 +135,8 @@ func (r *Redactor) Version() uint64 {
 	return 0
 }
 
+var _ toolkit.Redactor = (*Redactor)(nil)
+
 // NewStream returns a redactor of one text that arrives in pieces
 // (toolkit.RedactStream): the concatenation of what Write and Flush return
 // is Redact of the whole text, whichever way it was split.
