@@ -11,7 +11,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
@@ -19,13 +18,13 @@ import (
 // pastFixesTimeout bounds the error-memory lookup of a failed call.
 const pastFixesTimeout = 2 * time.Second
 
-// startCall tells a call actor to run a call's tool; closed is set once the
-// pool has recorded the call's outcome.
+// startCall tells a call actor to run a call's tool; text is the call's
+// streamed output, closed once the pool has recorded the call's outcome.
 type startCall struct {
-	plan   *callPlan
-	closed *atomic.Bool
-	state  *atomic.Int32 // see running.state
-	span   trace.Span    // the call's span; nil when not traced
+	plan  *callPlan
+	text  *callText
+	state *atomic.Int32 // see running.state
+	span  trace.Span    // the call's span; nil when not traced
 }
 
 // callActor runs calls' tools, one at a time, as the pool hands them out.
@@ -51,7 +50,7 @@ func (a *callActor) Receive(ctx actor.Context) {
 			panic(r) // the pool, its supervisor, answers the call
 		}
 	}()
-	o := a.run(m.plan, m.closed, m.span)
+	o := a.run(m.plan, m.text, m.span)
 	if !m.state.CompareAndSwap(callRunning, callReturned) {
 		// The pool gave up on this call and reported it; its turn may be
 		// over. Nothing to send: only the count of running abandoned calls
@@ -66,7 +65,7 @@ func (a *callActor) Receive(ctx actor.Context) {
 // tool returns without error, no fault injected) stays on a small stack
 // frame; the rest is in settle, so a call actor's fresh mailbox goroutine
 // rarely has to grow its stack.
-func (a *callActor) run(p *callPlan, closed *atomic.Bool, span trace.Span) *callOutcome {
+func (a *callActor) run(p *callPlan, text *callText, span trace.Span) *callOutcome {
 	if !p.fault.RunsTool() {
 		return injectedOutcome(p)
 	}
@@ -75,8 +74,9 @@ func (a *callActor) run(p *callPlan, closed *atomic.Bool, span trace.Span) *call
 	em := a.in.em
 	c := &toolkit.Call{
 		Session: a.in.session, Run: a.in.run, Turn: a.in.turn, ID: p.id, Name: p.name, Args: p.args, View: a.in.view,
-		Emit: func(text string) { em.text(closed, p.id, p.name, text) },
-		Ask:  a.in.cfg.board.asker(em, a.in.session, p.id, p.name),
+		Emit:     func(piece string) { em.text(text, p.id, p.name, piece) },
+		Ask:      a.in.cfg.board.asker(em, a.in.session, p.id, p.name),
+		Redactor: a.in.cfg.Redactor,
 	}
 	var res toolkit.Result
 	var err error
@@ -130,6 +130,11 @@ func (a *callActor) settle(cctx context.Context, p *callPlan, res toolkit.Result
 	default:
 		o.msg = toolMsg(p, toolkit.StatusError, err.Error())
 	}
+	// Redacted before anything below cuts it (a truncate fault) or quotes
+	// it (the error memory).
+	if r := a.in.cfg.Redactor; r != nil {
+		o.msg.Content = r.Redact(o.msg.Content)
+	}
 	if pf := a.in.cfg.PastFixes; pf != nil && (o.msg.Status == string(toolkit.StatusError) || o.msg.Status == string(toolkit.StatusTimeout)) {
 		fctx, cancel := context.WithTimeout(context.Background(), pastFixesTimeout)
 		if fixes := pf(fctx, p.name, o.msg.Content); len(fixes) > 0 {
@@ -157,25 +162,4 @@ func injectedOutcome(p *callPlan) *callOutcome {
 	m := toolMsg(p, st, p.fault.Replacement(p.tool.EffectiveTimeout()))
 	m.Injected = p.fault.Label()
 	return &callOutcome{idx: p.idx, msg: m}
-}
-
-// text emits streamed output of a call that is still open.
-func (e *emitter) text(closed *atomic.Bool, callID, tool, text string) {
-	if !e.active() || closed.Load() {
-		return
-	}
-	if e.redact != nil {
-		text = e.redact(text)
-	}
-	ev := &messages.Event{Kind: EventToolCallText, CallId: callID, Tool: tool, Text: text}
-	ev.Session, ev.Run, ev.Turn = e.session, e.run, e.turn
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if closed.Load() {
-		return
-	}
-	e.n++
-	ev.Seq = uint64(e.turn)*seqPerTurn + e.n
-	ev.TimeUnixNano = e.clock().UnixNano()
-	e.sink(ev)
 }

@@ -307,8 +307,8 @@ func (a *commitActor) clientResult(m *messages.ClientResult) error {
 		st = toolkit.StatusError
 	}
 	content := m.Content
-	if a.cfg.Redact != nil {
-		content = a.cfg.Redact(content)
+	if a.cfg.Redactor != nil {
+		content = a.cfg.Redactor.Redact(content)
 	}
 	msg := &messages.ToolMessage{Role: "tool", ToolCallId: m.CallId, Status: string(st), Content: content}
 	var name string
@@ -339,7 +339,7 @@ func (a *commitActor) clientResult(m *messages.ClientResult) error {
 	a.cfg.Observer.CallDone(name, msg.Status)
 	if a.cfg.Events != nil {
 		ev := &messages.Event{Kind: EventToolResult, Session: a.session, Run: rec.Run, Turn: rec.Turn, CallId: m.CallId,
-			Tool: name, Status: msg.Status, Text: messages.ClipText(content, maxEventText),
+			Tool: name, Status: msg.Status, Text: clipRedacted(a.cfg.Redactor, content, maxEventText),
 			Seq:          uint64(a.next-1)*seqPerTurn + clientResultSeqBase + uint64(rec.Turn%1000)*1000 + uint64(idx%1000),
 			TimeUnixNano: a.cfg.Clock().UnixNano()}
 		a.cfg.Events(ev)

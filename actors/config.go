@@ -123,9 +123,13 @@ type Config struct {
 	Clock func() time.Time
 	// Observer receives measurements. Default toolkit.NopObserver.
 	Observer toolkit.Observer
-	// Redact, when set, is applied to every tool message's content and every
-	// event's text before they leave the dispatcher (secret values).
-	Redact func(string) string
+	// Redactor, when set, takes secret values out of every tool message's
+	// content and every event's text before they leave the dispatcher
+	// (secrets.Redactor is one). It is also handed to every call
+	// (toolkit.Call.Redactor), so that a tool redacts its output before it
+	// cuts it; a call's streamed text is redacted across its pieces, and
+	// every text the dispatcher cuts is redacted whole first.
+	Redactor toolkit.Redactor
 	// PastFixes, when set, returns up to three lines describing recorded
 	// fixes of errors like this one (error memory); they are added to a
 	// failed call's text before its next: line. It runs on the call's actor.

@@ -2,9 +2,11 @@ package actors
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
 // Event kinds of SPEC section 7.
@@ -30,6 +32,13 @@ const seqPerTurn = 1_000_000_000
 // tool message.
 const maxEventText = 4096
 
+// maxEventArguments caps the arguments a tool_call event carries, and
+// maxConfirmArguments those of a tool_confirm event.
+const (
+	maxEventArguments   = 4096
+	maxConfirmArguments = 16384
+)
+
 // clientResultSeqBase places the tool_result of a client call handed back
 // between turns after every event of the session's last turn.
 const clientResultSeqBase = 500_000_000
@@ -38,39 +47,116 @@ const clientResultSeqBase = 500_000_000
 // tool goroutines, so it is guarded by mu; it belongs to one turn and is
 // dropped with it.
 type emitter struct {
-	sink    func(*messages.Event) // immutable
-	session string                // immutable
-	run     string                // immutable
-	turn    int64                 // immutable
-	clock   func() time.Time      // immutable
-	redact  func(string) string   // immutable; may be nil
+	sink     func(*messages.Event) // immutable
+	session  string                // immutable
+	run      string                // immutable
+	turn     int64                 // immutable
+	clock    func() time.Time      // immutable
+	redactor toolkit.Redactor      // immutable; may be nil
 
 	mu sync.Mutex
 	n  uint64 // guarded by mu
 }
 
 func newEmitter(cfg *Config, session, run string, turn int64) *emitter {
-	return &emitter{sink: cfg.Events, session: session, run: run, turn: turn, clock: cfg.Clock, redact: cfg.Redact}
+	return &emitter{sink: cfg.Events, session: session, run: run, turn: turn, clock: cfg.Clock, redactor: cfg.Redactor}
 }
 
 // active reports whether anyone receives events.
 func (e *emitter) active() bool { return e != nil && e.sink != nil }
 
-// emit stamps ev and hands it to the sink, in stamping order.
+// emit redacts ev's texts, stamps ev and hands it to the sink, in
+// stamping order.
 func (e *emitter) emit(ev *messages.Event) {
 	if !e.active() {
 		return
 	}
-	ev.Session, ev.Run, ev.Turn = e.session, e.run, e.turn
-	if e.redact != nil {
-		ev.Text, ev.Arguments = e.redact(ev.Text), e.redact(ev.Arguments)
+	if e.redactor != nil {
+		ev.Text, ev.Arguments = e.redactor.Redact(ev.Text), e.redactor.Redact(ev.Arguments)
 	}
+	e.send(ev)
+}
+
+// send stamps ev, redacted already, and hands it to the sink.
+func (e *emitter) send(ev *messages.Event) {
+	ev.Session, ev.Run, ev.Turn = e.session, e.run, e.turn
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.n++
 	ev.Seq = uint64(e.turn)*seqPerTurn + e.n
 	ev.TimeUnixNano = e.clock().UnixNano()
 	e.sink(ev)
+}
+
+// clip returns s redacted whole, then cut to at most n bytes outside every
+// redaction marker (marked "…"), so that a cut never leaves part of a
+// secret. Only the start of a long s is read.
+func (e *emitter) clip(s string, n int) string {
+	return clipRedacted(e.redactor, s, n)
+}
+
+// clipRedacted is emitter.clip for any redactor (nil: cut only).
+func clipRedacted(r toolkit.Redactor, s string, n int) string {
+	cut := false
+	if len(s) > 2*n {
+		// The rest is never shown: redact the start as the head of a
+		// longer text, whose end may be a secret's start.
+		s, cut = toolkit.RedactHead(r, s[:2*n]), true
+	} else if r != nil {
+		s = r.Redact(s)
+	}
+	if len(s) > n {
+		s, cut = s[:toolkit.SafeCut(s, n)], true
+	}
+	if cut {
+		s += "…"
+	}
+	return s
+}
+
+// callText is the streamed output of one call. Its stream redactor holds
+// back the end of the text that may be the start of a secret until the
+// next piece or the call's end; closed is set once the call's outcome is
+// recorded, after which nothing of the call streams.
+type callText struct {
+	closed atomic.Bool
+	mu     sync.Mutex
+	stream toolkit.RedactStream // guarded by mu; created on the first piece
+}
+
+// text emits a piece of streamed output of a call that is still open,
+// redacted across pieces.
+func (e *emitter) text(ct *callText, callID, tool, piece string) {
+	if !e.active() || ct.closed.Load() {
+		return
+	}
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if ct.closed.Load() {
+		return
+	}
+	if e.redactor != nil {
+		if ct.stream == nil {
+			ct.stream = e.redactor.NewStream()
+		}
+		if piece = ct.stream.Write(piece); piece == "" {
+			return
+		}
+	}
+	e.send(&messages.Event{Kind: EventToolCallText, CallId: callID, Tool: tool, Text: piece})
+}
+
+// endText emits what the call's stream redactor held back and closes the
+// call's stream: no text of the call follows.
+func (e *emitter) endText(ct *callText, callID, tool string) {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if !ct.closed.Load() && ct.stream != nil && e.active() {
+		if rest := ct.stream.Flush(); rest != "" {
+			e.send(&messages.Event{Kind: EventToolCallText, CallId: callID, Tool: tool, Text: rest})
+		}
+	}
+	ct.closed.Store(true)
 }
 
 func (e *emitter) call(kind, callID, tool string) {

@@ -70,7 +70,7 @@ type running struct {
 	started  time.Time
 	deadline time.Time // timeout plus grace: abandoned after it
 	pid      *actor.PID
-	closed   atomic.Bool // set once the call's outcome is recorded
+	text     callText // the call's streamed output; closed once its outcome is recorded
 	// state settles who ends the call: the call actor when its tool
 	// returns (callRunning → callReturned) or the watchdog when it gives up
 	// on it (callRunning → callAbandoned); whichever comes second knows.
@@ -269,7 +269,7 @@ func (a *poolActor) start(ctx actor.Context, p *callPlan) {
 	a.byIdx[p.idx] = r
 	a.inflight++
 	a.arm(ctx, r.deadline)
-	r.start = startCall{plan: p, closed: &r.closed, state: &r.state, span: r.span}
+	r.start = startCall{plan: p, text: &r.text, state: &r.state, span: r.span}
 	ctx.Send(r.pid, &r.start)
 }
 
@@ -318,7 +318,7 @@ func (a *poolActor) record(r *running, o *callOutcome) bool {
 	r.finished = true
 	a.outcomes[o.idx] = o
 	endCall(r.span, o.msg)
-	a.in.em.closeCall(&r.closed, o.msg)
+	a.in.em.closeCall(&r.text, o.msg)
 	obs := a.in.cfg.Observer
 	obs.InFlight(-1)
 	obs.Executed(r.plan.name, o.msg.Status, time.Since(r.started))
@@ -408,19 +408,16 @@ func (a *poolActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, ch
 	}
 }
 
-// closeCall marks a call's outcome recorded and emits exec_error (for a
-// failure) and tool_call_end, under the emitter's lock so no streamed text
-// of the call can follow them.
-func (e *emitter) closeCall(closed *atomic.Bool, m *messages.ToolMessage) {
+// closeCall marks a call's outcome recorded, emits what its stream
+// redactor held back, then exec_error (for a failure) and tool_call_end; no
+// streamed text of the call can follow them.
+func (e *emitter) closeCall(ct *callText, m *messages.ToolMessage) {
+	e.endText(ct, m.ToolCallId, m.Name)
 	if !e.active() {
-		closed.Store(true)
 		return
 	}
-	e.mu.Lock()
-	closed.Store(true)
-	e.mu.Unlock()
 	if m.Status != string(toolkit.StatusOK) {
-		e.emit(&messages.Event{Kind: EventExecError, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status, Text: messages.ClipText(m.Content, maxEventText), Injected: m.Injected})
+		e.emit(&messages.Event{Kind: EventExecError, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status, Text: e.clip(m.Content, maxEventText), Injected: m.Injected})
 	}
 	e.emit(&messages.Event{Kind: EventToolCallEnd, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status, Injected: m.Injected})
 }

@@ -170,7 +170,7 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 	}
 	a.seenIDs[p.id] = true
 	if in.em.active() {
-		in.em.emit(&messages.Event{Kind: EventToolCall, CallId: p.id, Tool: p.name, Arguments: messages.ClipText(tc.GetFunction().GetArguments(), 4096)})
+		in.em.emit(&messages.Event{Kind: EventToolCall, CallId: p.id, Tool: p.name, Arguments: in.em.clip(tc.GetFunction().GetArguments(), maxEventArguments)})
 	}
 	if i >= in.cfg.MaxCallsPerTurn {
 		return a.decide(p, toolkit.StatusInvalidArgs, fmt.Sprintf("not run: this turn has %d calls and at most %d are dispatched per turn; split the work over several turns.", len(in.calls), in.cfg.MaxCallsPerTurn)), false
@@ -324,7 +324,7 @@ func (a *preflightActor) ask(ctx actor.Context, p *callPlan) {
 		return
 	}
 	a.in.em.emit(&messages.Event{Kind: EventToolConfirm, CallId: p.id, Tool: p.name, ArgsHash: p.argsHash,
-		Arguments: messages.ClipText(string(p.args.Canonical), 16384),
+		Arguments: a.in.em.clip(string(p.args.Canonical), maxConfirmArguments),
 		Text:      fmt.Sprintf("Allow %s to run with these arguments? It is not read-only.", p.name)})
 }
 

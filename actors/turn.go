@@ -285,8 +285,8 @@ func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome)
 		}
 	}
 	for _, m := range msgs {
-		if a.cfg.Redact != nil {
-			m.Content = a.cfg.Redact(m.Content)
+		if a.cfg.Redactor != nil {
+			m.Content = a.cfg.Redactor.Redact(m.Content)
 		}
 	}
 	dedupPut, dedupDel := a.dedupChanges(msgs)
@@ -324,7 +324,7 @@ func (a *turnActor) committed(ctx actor.Context, err error) {
 	}
 	if a.em.active() {
 		for _, m := range msgs {
-			a.em.emit(&messages.Event{Kind: EventToolResult, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status, Text: messages.ClipText(m.Content, maxEventText), Injected: m.Injected})
+			a.em.emit(&messages.Event{Kind: EventToolResult, CallId: m.ToolCallId, Tool: m.Name, Status: m.Status, Text: a.em.clip(m.Content, maxEventText), Injected: m.Injected})
 		}
 	}
 	a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Turn: a.turn, Messages: msgs}, false)

@@ -63,7 +63,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 	var mu sync.Mutex
 	var events []*messages.Event
 	var d *actors.Dispatcher
-	d, err = actors.New(actors.Config{Registry: reg, Store: store, Logger: logger, Redact: sec.Redactor().Redact,
+	d, err = actors.New(actors.Config{Registry: reg, Store: store, Logger: logger, Redactor: sec.Redactor(),
 		Events: func(e *messages.Event) {
 			mu.Lock()
 			events = append(events, e)
@@ -216,7 +216,7 @@ func TestSecretBoundToOrigin(t *testing.T) {
 	var mu sync.Mutex
 	var question string
 	var d *actors.Dispatcher
-	d, err = actors.New(actors.Config{Registry: reg, Store: store, Logger: zerolog.Nop(), Redact: sec.Redactor().Redact,
+	d, err = actors.New(actors.Config{Registry: reg, Store: store, Logger: zerolog.Nop(), Redactor: sec.Redactor(),
 		Events: func(e *messages.Event) {
 			if e.Kind == toolkit.QuestionSecret {
 				mu.Lock()

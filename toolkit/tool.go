@@ -112,6 +112,10 @@ type Call struct {
 	// Ask puts a question to the human behind the run and waits for the
 	// answer (ask_user, store_secret). Never nil.
 	Ask Asker
+	// Redactor takes secret values out of text; a tool that cuts its
+	// output applies it first (Call.Redact, Call.RedactStream) and cuts
+	// outside markers (SafeCut). Nil when no secrets are configured.
+	Redactor Redactor
 }
 
 // Result is what a handler returns on success.

@@ -220,7 +220,7 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 	}
 	acfg.Logger = log
 	acfg.Events = events
-	acfg.Redact = s.tools.Secrets.Redactor().Redact
+	acfg.Redactor = s.tools.Secrets.Redactor()
 	acfg.PastFixes = s.tools.Memory.PastFixes
 	acfg.Chaos = policy
 	instance := ""

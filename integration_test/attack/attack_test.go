@@ -104,7 +104,7 @@ func newEnvWith(t *testing.T, webCfg web.Config, configure func(*actors.Config))
 	toolkit.RegisterMeta(reg)
 	builtin.Register(reg, builtin.Deps{Workspace: w, Logger: logger})
 	wb := web.Register(reg, web.Deps{Config: webCfg, Secrets: sec, Logger: logger})
-	cfg := actors.Config{Registry: reg, Store: store, Logger: logger, Redact: sec.Redactor().Redact,
+	cfg := actors.Config{Registry: reg, Store: store, Logger: logger, Redactor: sec.Redactor(),
 		Events: func(*messages.Event) {}}
 	configure(&cfg)
 	e.d, err = actors.New(cfg)

@@ -137,7 +137,7 @@ func (r *commandRunner) run(ctx context.Context, c *toolkit.Call) (toolkit.Resul
 	if emit == nil {
 		emit = func(string) {}
 	}
-	out, state, stopped, err := r.runProcess(ctx, argv, r.ws.abs(dir), stdin, emit)
+	out, state, stopped, err := r.runProcess(ctx, argv, r.ws.abs(dir), stdin, emit, c.RedactStream())
 	elapsed := time.Since(start).Round(time.Millisecond)
 	if err != nil {
 		return toolkit.Result{}, err
@@ -188,8 +188,10 @@ func (r *commandRunner) argv(a toolkit.Args) ([]string, error) {
 // runProcess runs argv in dir in its own process group and waits until the
 // process and every member of its group are gone. When ctx ends first, the
 // group gets SIGTERM, then SIGKILL after killGrace, and stopped is true. Output (stdout and stderr on
-// one pipe, in the order written) streams to emit line by line.
-func (r *commandRunner) runProcess(ctx context.Context, argv []string, dir string, stdin io.Reader, emit func(string)) (out *capture, state *os.ProcessState, stopped bool, err error) {
+// one pipe, in the order written) streams to emit line by line; what is
+// kept of it is redacted by rs first, so that the cut between its head and
+// its tail leaves no part of a secret.
+func (r *commandRunner) runProcess(ctx context.Context, argv []string, dir string, stdin io.Reader, emit func(string), rs toolkit.RedactStream) (out *capture, state *os.ProcessState, stopped bool, err error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = minimalEnv()
@@ -219,7 +221,7 @@ func (r *commandRunner) runProcess(ctx context.Context, argv []string, dir strin
 	pumpDone := make(chan struct{})
 	go func() {
 		defer close(pumpDone)
-		pump(pr, out, emit, int64(streamFactor*r.outputCap))
+		pump(pr, out, rs, emit, int64(streamFactor*r.outputCap))
 	}()
 	waitDone := make(chan error, 1)
 	go func() { waitDone <- cmd.Wait() }()
@@ -276,8 +278,9 @@ func exitStatus(state *os.ProcessState) string {
 }
 
 // pump reads the command's output until the pipe closes, keeps it in out
-// and streams it to emit a line at a time, up to streamCap bytes.
-func pump(r io.Reader, out *capture, emit func(string), streamCap int64) {
+// (redacted by rs) and streams it to emit a line at a time, up to streamCap
+// bytes.
+func pump(r io.Reader, out *capture, rs toolkit.RedactStream, emit func(string), streamCap int64) {
 	var streamed int64
 	stopped := false
 	send := func(p []byte) {
@@ -297,7 +300,10 @@ func pump(r io.Reader, out *capture, emit func(string), streamCap int64) {
 	for {
 		n, err := r.Read(buf)
 		chunk := buf[:n]
-		out.Write(chunk)
+		out.Write([]byte(rs.Write(string(chunk))))
+		if err != nil {
+			out.Write([]byte(rs.Flush()))
+		}
 		for len(chunk) > 0 {
 			i := bytes.IndexByte(chunk, '\n')
 			if i < 0 {
@@ -321,8 +327,11 @@ func pump(r io.Reader, out *capture, emit func(string), streamCap int64) {
 }
 
 // capture keeps the head and the tail of a stream within a byte budget.
+// The stream is redacted already; the head and the tail are cut outside
+// redaction markers, for which each keeps toolkit.MaxMarkerLen bytes more
+// than its share.
 type capture struct {
-	limit int // head and tail keep limit/2 bytes each
+	limit int // head and tail show limit/2 bytes each
 	head  []byte
 	tail  []byte // the last bytes after head filled up; trimmed lazily
 	total int64
@@ -333,13 +342,13 @@ func newCapture(limit int) *capture { return &capture{limit: limit} }
 // Write keeps p; it never fails.
 func (c *capture) Write(p []byte) {
 	c.total += int64(len(p))
-	if room := c.limit/2 - len(c.head); room > 0 {
+	if room := c.limit/2 + toolkit.MaxMarkerLen - len(c.head); room > 0 {
 		n := min(room, len(p))
 		c.head = append(c.head, p[:n]...)
 		p = p[n:]
 	}
 	c.tail = append(c.tail, p...)
-	if keep := c.limit - c.limit/2; len(c.tail) > 2*keep {
+	if keep := c.limit - c.limit/2 + toolkit.MaxMarkerLen; len(c.tail) > 2*keep {
 		c.tail = append(c.tail[:0], c.tail[len(c.tail)-keep:]...)
 	}
 }
@@ -349,16 +358,23 @@ func (c *capture) String() string {
 	if c.total == 0 {
 		return "(no output)\n"
 	}
-	tail := c.tail
-	if keep := c.limit - c.limit/2; len(tail) > keep {
-		tail = tail[len(tail)-keep:]
+	head, tail := string(c.head), string(c.tail)
+	if keep := c.limit - c.limit/2; c.total > int64(c.limit) {
+		if int64(len(head)+len(tail)) == c.total {
+			// Nothing dropped yet: cut the one text.
+			all := head + tail
+			head, tail = all[:toolkit.SafeCut(all, c.limit/2)], all[toolkit.SafeStart(all, len(all)-keep):]
+		} else {
+			head = head[:toolkit.SafeCut(head, c.limit/2)]
+			tail = tail[toolkit.SafeStart(tail, len(tail)-keep):]
+		}
 	}
 	var b strings.Builder
-	b.WriteString(strings.ToValidUTF8(string(c.head), "\uFFFD"))
-	if cut := c.total - int64(len(c.head)) - int64(len(tail)); cut > 0 {
+	b.WriteString(strings.ToValidUTF8(head, "\uFFFD"))
+	if cut := c.total - int64(len(head)) - int64(len(tail)); cut > 0 {
 		fmt.Fprintf(&b, "\n[… %s of output cut (%s in all); head and tail kept …]\n", humanSize(cut), humanSize(c.total))
 	}
-	b.WriteString(strings.ToValidUTF8(string(tail), "\uFFFD"))
+	b.WriteString(strings.ToValidUTF8(tail, "\uFFFD"))
 	if !strings.HasSuffix(b.String(), "\n") {
 		b.WriteString("\n")
 	}

@@ -195,6 +195,8 @@ func TestCapture(t *testing.T) {
 		{name: "many small writes", limit: 4, writes: strings.Split("0123456789", ""),
 			want: "01\n[… 6 B of output cut (10 B in all); head and tail kept …]\n89\n"},
 		{name: "nothing", limit: 4, want: "(no output)\n"},
+		{name: "cuts outside redaction markers", limit: 20, writes: []string{"abcdefgh[secret:K]", strings.Repeat("m", 30), "[secret:K]xy\n"},
+			want: "abcdefgh\n[… 50 B of output cut (61 B in all); head and tail kept …]\nxy\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

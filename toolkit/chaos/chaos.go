@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
 // Fault kinds.
@@ -283,11 +285,8 @@ func (d Decision) Alter(out string) string {
 		if frac == 0 {
 			frac = 0.5
 		}
-		n := int(float64(len(out)) * frac)
-		for n > 0 && n < len(out) && !utf8Start(out[n]) {
-			n--
-		}
-		return out[:n]
+		// The output is redacted already: never cut inside a marker.
+		return out[:toolkit.SafeCut(out, int(float64(len(out))*frac))]
 	case d.Fault.Kind == KindGarble:
 		b := []byte(out)
 		x := d.roll | 1
@@ -303,5 +302,3 @@ func (d Decision) Alter(out string) string {
 	}
 	return out
 }
-
-func utf8Start(c byte) bool { return c&0xC0 != 0x80 }

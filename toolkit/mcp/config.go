@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/internal/hostform"
 )
 
 // Defaults filled in for zero fields of a ServerConfig.
@@ -184,6 +185,9 @@ func (s ServerConfig) Validate() error {
 		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return &ConfigError{Field: "url", Problem: fmt.Sprintf("%q is not an http:// or https:// URL", s.URL)}
 		}
+		if _, err := hostform.URL(u); err != nil {
+			return &ConfigError{Field: "url", Problem: err.Error()}
+		}
 	}
 	for k := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -233,3 +237,16 @@ type ConfigError struct {
 
 // Error returns "mcp: <field>: <problem>".
 func (e *ConfigError) Error() string { return "mcp: " + e.Field + ": " + e.Problem }
+
+// endpoint returns the URL of a Streamable HTTP server with its host in the
+// one form the web tools dial (hostform).
+func (s ServerConfig) endpoint() (*url.URL, error) {
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		return nil, &ConfigError{Field: "url", Problem: err.Error()}
+	}
+	if u, err = hostform.URL(u); err != nil {
+		return nil, &ConfigError{Field: "url", Problem: err.Error()}
+	}
+	return u, nil
+}

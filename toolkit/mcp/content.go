@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
 // ToolError is a tool result the server flagged with isError: the tool ran
@@ -25,10 +26,16 @@ func (e *ToolError) Error() string {
 	return e.Text
 }
 
-// resultText renders a tool result as text: text blocks as they are, every
-// other block as a one-line summary, structured content as JSON when there
-// are no blocks. The text is cut at limit bytes with a note.
+// resultText renders a tool result as text (joinResult), cut at limit
+// bytes with a note.
 func resultText(res *mcp.CallToolResult, limit int) string {
+	return capText(joinResult(res), limit)
+}
+
+// joinResult renders a tool result as text: text blocks as they are, every
+// other block as a one-line summary, structured content as JSON when there
+// are no blocks.
+func joinResult(res *mcp.CallToolResult) string {
 	parts := make([]string, 0, len(res.Content))
 	for _, c := range res.Content {
 		parts = append(parts, blockText(c))
@@ -38,7 +45,7 @@ func resultText(res *mcp.CallToolResult, limit int) string {
 			parts = append(parts, string(b))
 		}
 	}
-	return capText(strings.Join(parts, "\n"), limit)
+	return strings.Join(parts, "\n")
 }
 
 // blockText is the text of one content block.
@@ -95,16 +102,13 @@ func sizeText(n int) string {
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
-// capText cuts s to at most limit bytes (on a character boundary) and says
-// so; invalid UTF-8 is replaced.
+// capText cuts s to at most limit bytes (on a character boundary, outside
+// redaction markers) and says so; invalid UTF-8 is replaced.
 func capText(s string, limit int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= limit {
 		return s
 	}
-	cut := limit
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
+	cut := toolkit.SafeCut(s, limit)
 	return s[:cut] + fmt.Sprintf("\n[… result cut at %s of %s …]", sizeText(cut), sizeText(len(s)))
 }

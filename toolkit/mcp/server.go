@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/internal/hostform"
 	"github.com/tooldispatch/tooldispatch/toolkit/internal/procgroup"
 )
 
@@ -187,10 +190,14 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		c.cmd = cmd
 		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateDuration}
 	} else {
+		endpoint, err := s.cfg.endpoint()
+		if err != nil {
+			return nil, fmt.Errorf("connecting to MCP server %q: %w", s.name, err)
+		}
 		c.http = http.DefaultTransport.(*http.Transport).Clone()
 		transport = &mcp.StreamableClientTransport{
-			Endpoint:   s.cfg.URL,
-			HTTPClient: &http.Client{Transport: &headerTransport{base: c.http, headers: s.cfg.Headers}},
+			Endpoint:   endpoint.String(),
+			HTTPClient: &http.Client{Transport: &headerTransport{base: c.http, headers: s.cfg.Headers, endpoint: endpoint}},
 		}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: clientName, Version: clientVersion()}, &mcp.ClientOptions{
@@ -508,15 +515,19 @@ func poke(ch chan struct{}) {
 	}
 }
 
-// headerTransport adds the configured headers to every request.
+// headerTransport adds the configured headers to every request to the
+// endpoint's origin; a request elsewhere (after a redirect) goes without
+// them.
 type headerTransport struct {
-	base    http.RoundTripper
-	headers map[string]string
+	base     http.RoundTripper
+	headers  map[string]string
+	endpoint *url.URL // host in its one form
 }
 
-// RoundTrip sends req with the headers.
+// RoundTrip sends req, with the headers when it goes to the endpoint's
+// origin.
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(t.headers) == 0 {
+	if len(t.headers) == 0 || !sameOrigin(req.URL, t.endpoint) {
 		return t.base.RoundTrip(req)
 	}
 	req = req.Clone(req.Context())
@@ -524,6 +535,25 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Header.Set(k, v)
 	}
 	return t.base.RoundTrip(req)
+}
+
+// sameOrigin reports whether u has the scheme, host (in its one form) and
+// port (explicit or the scheme's default) of endpoint.
+func sameOrigin(u, endpoint *url.URL) bool {
+	n, err := hostform.URL(u)
+	if err != nil || !strings.EqualFold(u.Scheme, endpoint.Scheme) || n.Hostname() != endpoint.Hostname() {
+		return false
+	}
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if strings.EqualFold(u.Scheme, "https") {
+			return "443"
+		}
+		return "80"
+	}
+	return port(n) == port(endpoint)
 }
 
 // clientVersion is the module version of the running program.

@@ -156,7 +156,8 @@ func (s *server) handler(mcpName string) toolkit.Handler {
 		if err != nil {
 			return toolkit.Result{}, s.callError(ctx, callCtx, conn, mcpName, elapsed, err)
 		}
-		text := resultText(res, s.cfg.MaxResultBytes)
+		// Redacted whole, then cut: no cut leaves part of a secret.
+		text := capText(c.Redact(joinResult(res)), s.cfg.MaxResultBytes)
 		s.log.Debug().Str("tool", mcpName).Dur("elapsed", elapsed).Bool("is_error", res.IsError).
 			Int("result_bytes", len(text)).Msg("MCP call ended")
 		if res.IsError {

@@ -98,29 +98,36 @@ func (c *extCaller) call(ctx context.Context, call *toolkit.Call) (toolkit.Resul
 		return toolkit.Result{}, fmt.Errorf("%s: request failed: %w", c.name, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(c.maxOut)+1))
+	read := c.maxOut + toolkit.MaxMarkerLen
+	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(read)+1))
 	if err != nil {
 		if ctx.Err() != nil {
 			return toolkit.Result{}, fmt.Errorf("%s: reading the answer stopped after %s: %w", c.name, time.Since(began).Round(time.Millisecond), ctx.Err())
 		}
 		return toolkit.Result{}, fmt.Errorf("%s: reading the answer: %w", c.name, err)
 	}
-	cut := len(data) > c.maxOut
-	if cut {
-		data = data[:c.maxOut]
-	}
 	c.log.Debug().Str("tool", c.name).Int("status", resp.StatusCode).Int("body_bytes", len(data)).
 		Dur("elapsed", time.Since(began)).Msg("extension tool answered")
+	// Redacted whole (or, for an answer longer than was read, its start
+	// without an end that may begin a secret), then cut outside markers.
+	text := call.Redact(string(data))
+	cut := len(data) > read
+	if cut {
+		text = toolkit.RedactHead(call.Redactor, string(data))
+	}
+	if len(text) > c.maxOut {
+		text, cut = text[:toolkit.SafeCut(text, c.maxOut)], true
+	}
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		shown := data[:min(len(data), errorBodyShown)]
+		shown := text[:toolkit.SafeCut(text, errorBodyShown)]
 		msg := fmt.Sprintf("%s: the endpoint answered HTTP %s", c.name, resp.Status)
 		if len(shown) > 0 {
-			msg += ":\n" + validText(shown, true)
+			msg += ":\n" + validText([]byte(shown), true)
 		}
 		return toolkit.Result{}, fmt.Errorf("%s", msg)
 	}
-	out := validText(data, true)
+	out := validText([]byte(text), true)
 	if cut {
 		out += fmt.Sprintf("\n[… answer cut at %d bytes …]", c.maxOut)
 	}

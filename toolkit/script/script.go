@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -173,7 +175,9 @@ func (r *runner) run(ctx context.Context, c *toolkit.Call) (toolkit.Result, erro
 	cmd.Stdin = bytes.NewReader(stdin)
 	stdout := &headBuffer{limit: r.maxOut}
 	stderr := &tailBuffer{limit: stderrTail}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// Redacted as they arrive, before the buffers cut them.
+	outW, errW := redactingTo(c, stdout), redactingTo(c, stderr)
+	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = killGrace
 	var own []string
@@ -210,6 +214,8 @@ func (r *runner) run(ctx context.Context, c *toolkit.Call) (toolkit.Result, erro
 	}
 	// Nothing the program started may outlive the call.
 	procgroup.Stop(pgid, killGrace, syscall.SIGKILL)
+	outW.flush()
+	errW.flush()
 	elapsed := time.Since(began).Round(time.Millisecond)
 	r.log.Debug().Str("tool", r.name).Dur("elapsed", elapsed).Int("exit", cmd.ProcessState.ExitCode()).
 		Int64("stdout_bytes", stdout.total).Int64("stderr_bytes", stderr.total).Msg("script tool ended")
@@ -266,7 +272,37 @@ func exitStatus(state *os.ProcessState) string {
 	return "exit code " + strconv.Itoa(state.ExitCode())
 }
 
-// headBuffer keeps the first limit bytes written to it.
+// redactingWriter redacts what is written to it, across writes, before w
+// keeps it; safe for concurrent use.
+type redactingWriter struct {
+	mu sync.Mutex
+	rs toolkit.RedactStream // guarded by mu
+	w  io.Writer            // guarded by mu
+}
+
+// redactingTo returns a writer that redacts with the call's redactor
+// before writing to w.
+func redactingTo(c *toolkit.Call, w io.Writer) *redactingWriter {
+	return &redactingWriter{rs: c.RedactStream(), w: w}
+}
+
+// Write redacts p and writes what is settled; it never fails.
+func (r *redactingWriter) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, _ = io.WriteString(r.w, r.rs.Write(string(p)))
+	return len(p), nil
+}
+
+// flush writes what the redactor held back: the output has ended.
+func (r *redactingWriter) flush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, _ = io.WriteString(r.w, r.rs.Flush())
+}
+
+// headBuffer keeps the first limit bytes written to it (and a marker's
+// length more, to cut outside redaction markers).
 type headBuffer struct {
 	limit int
 	buf   []byte
@@ -276,7 +312,7 @@ type headBuffer struct {
 // Write keeps what fits; it never fails.
 func (b *headBuffer) Write(p []byte) (int, error) {
 	b.total += int64(len(p))
-	if room := b.limit - len(b.buf); room > 0 {
+	if room := b.limit + toolkit.MaxMarkerLen - len(b.buf); room > 0 {
 		b.buf = append(b.buf, p[:min(room, len(p))]...)
 	}
 	return len(p), nil
@@ -284,11 +320,11 @@ func (b *headBuffer) Write(p []byte) (int, error) {
 
 // String returns the kept output, saying how much was cut.
 func (b *headBuffer) String() string {
-	s := validText(b.buf, true)
-	if cut := b.total - int64(len(b.buf)); cut > 0 {
-		s += fmt.Sprintf("\n[… output cut: %d of %d bytes kept …]", len(b.buf), b.total)
+	if b.total <= int64(b.limit) {
+		return validText(b.buf, true)
 	}
-	return s
+	kept := b.buf[:toolkit.SafeCut(string(b.buf), b.limit)]
+	return validText(kept, true) + fmt.Sprintf("\n[… output cut: %d of %d bytes kept …]", len(kept), b.total)
 }
 
 // section is the start of the output for an error message, or "".
@@ -296,7 +332,7 @@ func (b *headBuffer) section(limit int) string {
 	if b.total == 0 {
 		return ""
 	}
-	head := b.buf[:min(limit, len(b.buf))]
+	head := b.buf[:toolkit.SafeCut(string(b.buf), limit)]
 	return "; stdout (start):\n" + validText(head, true)
 }
 
@@ -321,7 +357,7 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 func (b *tailBuffer) section() string {
 	tail := b.buf
 	if len(tail) > b.limit {
-		tail = tail[len(tail)-b.limit:]
+		tail = tail[toolkit.SafeStart(string(tail), len(tail)-b.limit):]
 	}
 	text := strings.TrimRight(validText(tail, false), "\n")
 	if strings.TrimSpace(text) == "" {

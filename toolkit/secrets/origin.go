@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/tooldispatch/tooldispatch/toolkit/internal/hostform"
 )
 
 // MaxOrigins is the most origins one secret may be bound to.
@@ -20,11 +22,12 @@ var ErrOrigin = errors.New("secrets: origin not allowed")
 var ErrInvalidOrigin = errors.New("secrets: invalid origin")
 
 // ParseOrigin normalises an origin written as scheme://host[:port] (a
-// trailing "/" is accepted): the scheme is http or https, the host is
-// lower-cased without a trailing dot, and the port is always explicit
-// (https://API.example.com gives https://api.example.com:443). A path,
-// query, fragment or user information is refused: an origin names where a
-// secret may go, nothing more.
+// trailing "/" is accepted): the scheme is http or https, the host is in
+// the one form the network tools dial (IDNA Lookup, lower case, no trailing
+// dot, canonical IP addresses; see OriginOf), and the port is always
+// explicit (https://API.example.com gives https://api.example.com:443). A
+// path, query, fragment or user information is refused: an origin names
+// where a secret may go, nothing more.
 func ParseOrigin(s string) (string, error) {
 	raw := strings.TrimSpace(s)
 	u, err := url.Parse(raw)
@@ -38,26 +41,45 @@ func ParseOrigin(s string) (string, error) {
 }
 
 // OriginOf returns the normalised origin of an http(s) URL (see
-// ParseOrigin); its path, query and user information are ignored.
+// ParseOrigin); its path, query and user information are ignored. The host
+// is the one the HTTP client dials for u (hostform.Host): a look-alike name
+// such as apİ.example.com (dialled as xn--api-bec.example.com) never gives
+// the origin of api.example.com, and a host that does not survive IDNA
+// Lookup gives an error.
 func OriginOf(u *url.URL) (string, error) {
 	scheme := strings.ToLower(u.Scheme)
 	if scheme != "http" && scheme != "https" {
 		return "", fmt.Errorf("%w: %q is not an http or https URL", ErrInvalidOrigin, u.Redacted())
 	}
-	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
-	if host == "" || strings.ContainsAny(host, "/\\@?#%${} ") {
-		return "", fmt.Errorf("%w: %q has no valid host", ErrInvalidOrigin, u.Redacted())
+	if u.Hostname() == "" {
+		return "", fmt.Errorf("%w: %q has no host", ErrInvalidOrigin, u.Redacted())
 	}
-	port := u.Port()
+	n, err := hostform.URL(u)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %v", ErrInvalidOrigin, u.Redacted(), err)
+	}
+	port := n.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[scheme]
 	}
-	for _, r := range port {
-		if r < '0' || r > '9' {
-			return "", fmt.Errorf("%w: %q has an invalid port", ErrInvalidOrigin, u.Redacted())
+	return scheme + "://" + net.JoinHostPort(n.Hostname(), port), nil
+}
+
+// renormalise brings origins stored by an earlier version (whose hosts were
+// only lower-cased) to the form OriginOf gives now; an origin that no
+// longer parses is dropped, so its secret is not sent there.
+func renormalise(origins []string) []string {
+	if len(origins) == 0 {
+		return origins
+	}
+	out := make([]string, 0, len(origins))
+	for _, o := range origins {
+		if n, err := ParseOrigin(o); err == nil {
+			out = append(out, n)
 		}
 	}
-	return scheme + "://" + net.JoinHostPort(host, port), nil
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // ParseOrigins normalises a list of origins, sorted and without

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+
+	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
 // minShiftedCore is the shortest run of base64 characters that is redacted
@@ -16,15 +18,35 @@ import (
 // Authorization header): shorter runs would match unrelated text.
 const minShiftedCore = 6
 
-// Redactor replaces every known secret value in a text with [secret:NAME],
-// along with the value's URL-encoded (query and path), JSON-escaped and
-// base64 forms (standard and URL alphabets, padded or not, and the part of
-// them that stays the same when the value is encoded inside a longer text).
+// Redactor replaces every known secret value in a text with [secret:NAME]
+// (toolkit.Marker), along with the value's URL-encoded (query and path),
+// JSON-escaped and base64 forms (standard and URL alphabets, padded or not,
+// and the part of them that stays the same when the value is encoded inside
+// a longer text).
 //
-// The zero value and a nil *Redactor redact nothing. Redact is safe for
-// concurrent use and does not block while the set of secrets changes.
+// It is a toolkit.Redactor: NewStream redacts a text that arrives in
+// pieces, a secret split across pieces included.
+//
+// The zero value and a nil *Redactor redact nothing. Redact and NewStream
+// are safe for concurrent use and do not block while the set of secrets
+// changes.
 type Redactor struct {
-	rep atomic.Pointer[strings.Replacer]
+	current atomic.Pointer[redactSet]
+}
+
+// setVersions numbers the sets of secrets of every Redactor of the
+// process, so that no two sets share a version.
+var setVersions atomic.Uint64
+
+// redactSet is one set of secrets, ready to redact.
+type redactSet struct {
+	version uint64
+	rep     *strings.Replacer
+	// pats are the texts rep replaces, in its order of preference (a
+	// placeholder first, then the longest), and first indexes them by
+	// their first byte, in the same order.
+	pats  []string
+	first [256][]int32
 }
 
 // namedValue is one secret for the redactor.
@@ -47,11 +69,11 @@ func (r *Redactor) Redact(s string) string {
 	if r == nil || s == "" {
 		return s
 	}
-	rep := r.rep.Load()
-	if rep == nil {
+	set := r.current.Load()
+	if set == nil {
 		return s
 	}
-	return rep.Replace(s)
+	return set.rep.Replace(s)
 }
 
 // set replaces the redactor's secrets.
@@ -73,7 +95,7 @@ func (r *Redactor) set(named []namedValue) {
 		}
 	}
 	if len(pats) == 0 {
-		r.rep.Store(nil)
+		r.current.Store(nil)
 		return
 	}
 	// strings.Replacer tries patterns in argument order at each position:
@@ -84,14 +106,96 @@ func (r *Redactor) set(named []namedValue) {
 	args := make([]string, 0, 2*len(pats)+2*len(named))
 	for i, nv := range named {
 		if i == 0 || named[i-1].name != nv.name {
-			ph := "[secret:" + nv.name + "]"
+			ph := toolkit.Marker(nv.name)
 			args = append(args, ph, ph)
 		}
 	}
 	for _, p := range pats {
-		args = append(args, p.find, "[secret:"+p.name+"]")
+		args = append(args, p.find, toolkit.Marker(p.name))
 	}
-	r.rep.Store(strings.NewReplacer(args...))
+	set := &redactSet{version: setVersions.Add(1), rep: strings.NewReplacer(args...)}
+	for i := 0; i < len(args); i += 2 {
+		set.first[args[i][0]] = append(set.first[args[i][0]], int32(len(set.pats)))
+		set.pats = append(set.pats, args[i])
+	}
+	r.current.Store(set)
+}
+
+// Version tells the redactor's sets of secrets apart: it changes whenever
+// the set does (0: no secrets), and no two sets of the process share one,
+// so a text redacted under one version needs no redacting again under the
+// same version.
+func (r *Redactor) Version() uint64 {
+	if r == nil {
+		return 0
+	}
+	if set := r.current.Load(); set != nil {
+		return set.version
+	}
+	return 0
+}
+
+var _ toolkit.Redactor = (*Redactor)(nil)
+
+// NewStream returns a redactor of one text that arrives in pieces
+// (toolkit.RedactStream): the concatenation of what Write and Flush return
+// is Redact of the whole text, whichever way it was split.
+func (r *Redactor) NewStream() toolkit.RedactStream { return &stream{r: r} }
+
+// stream is a RedactStream of a Redactor.
+type stream struct {
+	r       *Redactor
+	pending string // the held-back end of the text
+}
+
+// Write implements toolkit.RedactStream.
+func (st *stream) Write(piece string) string {
+	text := st.pending + piece
+	var set *redactSet
+	if st.r != nil {
+		set = st.r.current.Load()
+	}
+	if set == nil {
+		st.pending = ""
+		return text
+	}
+	cut := set.settled(text)
+	st.pending = strings.Clone(text[cut:])
+	return set.rep.Replace(text[:cut])
+}
+
+// Flush implements toolkit.RedactStream.
+func (st *stream) Flush() string {
+	text := st.pending
+	st.pending = ""
+	return st.r.Redact(text)
+}
+
+// settled returns how much of text redacts the same whatever follows it:
+// it walks text as the replacer does (at each position the first pattern
+// in the replacer's order that matches wins, and the walk goes on after
+// it) and stops at the first position where a pattern the replacer prefers
+// could still match once more text arrives.
+func (set *redactSet) settled(text string) int {
+	i := 0
+	for i < len(text) {
+		matched := 0
+		for _, p := range set.first[text[i]] {
+			pat, rest := set.pats[p], text[i:]
+			if len(rest) < len(pat) {
+				if strings.HasPrefix(pat, rest) {
+					return i
+				}
+				continue
+			}
+			if rest[:len(pat)] == pat {
+				matched = len(pat)
+				break
+			}
+		}
+		i += max(matched, 1)
+	}
+	return i
 }
 
 // forms returns the value and the encoded forms in which it may show up.

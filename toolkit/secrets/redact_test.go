@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"net/url"
 	"strings"
 	"testing"
@@ -200,5 +201,77 @@ func TestResolve(t *testing.T) {
 	}
 	if got := References("${secret:A} ${secret:B} ${secret:A}"); strings.Join(got, ",") != "A,B" {
 		t.Errorf("References = %v", got)
+	}
+}
+
+// TestStreamRedactsAsWhole: a text redacted in pieces, split anywhere,
+// comes out exactly as the whole text redacted at once, and nothing of a
+// secret is handed out before it is known not to be one.
+func TestStreamRedactsAsWhole(t *testing.T) {
+	values := map[string]string{
+		"TOKEN":   secretValue,
+		"SHORT":   "abcdefgh",
+		"LONG":    "abcdefgh-ijklmnop",
+		"PERIOD":  "abababab",
+		"UNICODE": "pässwörd-ü",
+		"ODD":     "[secret:TOKEN]x",
+	}
+	r := NewRedactor(values)
+	var pieces []string
+	for _, v := range values {
+		for _, f := range forms(v) {
+			pieces = append(pieces, f, f[:len(f)/2], f[len(f)/2:])
+		}
+	}
+	pieces = append(pieces, "ab", "a", "b", "[secret:", "]", " ", "\n", "x", "[secret:SHORT]", "ü")
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		var b strings.Builder
+		for range rng.IntN(12) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		text := b.String()
+		want := r.Redact(text)
+		st := r.NewStream()
+		var got strings.Builder
+		for rest := text; rest != ""; {
+			n := min(len(rest), 1+rng.IntN(9))
+			out := st.Write(rest[:n])
+			rest = rest[n:]
+			got.WriteString(out)
+			if !strings.HasPrefix(want, got.String()) {
+				t.Fatalf("text %q: after %q the stream handed out %q, not a start of %q", text, text[:len(text)-len(rest)], got.String(), want)
+			}
+		}
+		got.WriteString(st.Flush())
+		if got.String() != want {
+			t.Fatalf("text %q: streamed %q, whole %q", text, got.String(), want)
+		}
+	}
+}
+
+// TestStreamHoldsBackOnlyWhatMayBeASecret: text that cannot start a secret
+// passes at once; the start of one waits for the rest.
+func TestStreamHoldsBackOnlyWhatMayBeASecret(t *testing.T) {
+	r := NewRedactor(map[string]string{"TOKEN": secretValue})
+	st := r.NewStream()
+	if got := st.Write("plain line\n"); got != "plain line\n" {
+		t.Errorf("plain text: %q", got)
+	}
+	if got := st.Write("key: " + secretValue[:5]); got != "key: " {
+		t.Errorf("the start of the secret: %q", got)
+	}
+	if got := st.Write(secretValue[5:] + " end"); got != "[secret:TOKEN] end" {
+		t.Errorf("the rest of the secret: %q", got)
+	}
+	if got := st.Write(secretValue[:3]); got != "" {
+		t.Errorf("a start at the end: %q", got)
+	}
+	if got := st.Flush(); got != secretValue[:3] {
+		t.Errorf("Flush: %q", got)
+	}
+	var nilR *Redactor
+	if got := nilR.NewStream().Write(secretValue); got != secretValue {
+		t.Errorf("a nil redactor's stream: %q", got)
 	}
 }

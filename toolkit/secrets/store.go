@@ -587,6 +587,7 @@ func (s *Store) decode(name string, raw []byte) (record, error) {
 	if err := json.Unmarshal(plain, &rec); err != nil {
 		return record{}, fmt.Errorf("%w: secret %q does not decode", ErrCorrupt, name)
 	}
+	rec.Origins = renormalise(rec.Origins)
 	return rec, nil
 }
 

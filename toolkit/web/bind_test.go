@@ -31,15 +31,18 @@ type recorder struct {
 func newRecorder(t *testing.T) *recorder {
 	t.Helper()
 	r := &recorder{}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		dump, _ := httputil.DumpRequest(req, true)
-		r.mu.Lock()
-		r.seen = append(r.seen, string(dump))
-		r.mu.Unlock()
-		io.WriteString(w, "recorded\n")
-	}))
+	r.Server = httptest.NewServer(http.HandlerFunc(r.record))
 	t.Cleanup(r.Close)
 	return r
+}
+
+// record keeps req and answers 200.
+func (r *recorder) record(w http.ResponseWriter, req *http.Request) {
+	dump, _ := httputil.DumpRequest(req, true)
+	r.mu.Lock()
+	r.seen = append(r.seen, string(dump))
+	r.mu.Unlock()
+	io.WriteString(w, "recorded\n")
 }
 
 // requests returns what the server got, one dump per request.

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"strconv"
 	"strings"
@@ -382,4 +383,76 @@ func openSecrets(t *testing.T, values map[string]string, origins ...string) *sec
 		}
 	}
 	return s
+}
+
+// ctxSearch is a SearchBackend that waits for its context and reports how
+// each search ended.
+type ctxSearch struct {
+	started chan struct{}
+	ended   chan error
+}
+
+func (s *ctxSearch) Search(ctx context.Context, q SearchQuery) (*SearchResponse, error) {
+	s.started <- struct{}{}
+	<-ctx.Done()
+	s.ended <- ctx.Err()
+	return nil, ctx.Err()
+}
+
+// TestSharedExecutionEndsWhenNobodyWaits: a shared execution goes on while
+// one caller still waits for it, and is cancelled when the last one gives
+// up; the next caller starts a new one.
+func TestSharedExecutionEndsWhenNobodyWaits(t *testing.T) {
+	backend := &ctxSearch{started: make(chan struct{}, 4), ended: make(chan error, 4)}
+	deps := testDeps(newFakeClock())
+	deps.Cache = nil
+	deps.Search = backend
+	w := newWeb(t, deps)
+	joined := make(chan string, 4)
+	w.afterJoin = func(key string) { joined <- key }
+
+	ctxA, cancelA := context.WithCancel(context.Background())
+	ctxB, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	errs := make(chan error, 2)
+	for _, ctx := range []context.Context{ctxA, ctxB} {
+		go func() {
+			_, err := callCtx(ctx, t, w, SearchWebName, "s1", obj{"query": "same"})
+			errs <- err
+		}()
+	}
+	<-joined
+	<-joined
+	<-backend.started
+	cancelA()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller that gave up: %v", err)
+	}
+	w.mu.Lock()
+	var waiting []int
+	for _, f := range w.flights {
+		waiting = append(waiting, f.waiters)
+	}
+	w.mu.Unlock()
+	if len(waiting) != 1 || waiting[0] != 1 {
+		t.Fatalf("after one of two callers gave up: executions with %v waiters, want one with 1", waiting)
+	}
+	cancelB()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the last caller: %v", err)
+	}
+	if err := <-backend.ended; !errors.Is(err, context.Canceled) {
+		t.Errorf("the execution ended with %v, want it cancelled", err)
+	}
+	// A new caller starts afresh.
+	ctxC, cancelC := context.WithCancel(context.Background())
+	go func() {
+		_, err := callCtx(ctxC, t, w, SearchWebName, "s1", obj{"query": "same"})
+		errs <- err
+	}()
+	<-joined
+	<-backend.started
+	cancelC()
+	<-errs
+	<-backend.ended
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tooldispatch/tooldispatch/toolkit/internal/hostform"
 	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
 )
 
@@ -205,5 +206,5 @@ func searchEndpoint(raw string) (*url.URL, error) {
 		u = u.JoinPath("search")
 	}
 	u.RawQuery, u.Fragment = "", ""
-	return u, nil
+	return hostform.URL(u)
 }

@@ -3,7 +3,11 @@
 //
 // Every request goes through one outbound Policy: allowed schemes, a
 // timeout, a cap on the bytes read, a limit on redirects, and a check of the
-// address each connection is about to use. The check runs in the dialer's
+// address each connection is about to use. A URL's host is brought to one
+// form first (Policy.Target: IDNA Lookup, lower case, no trailing dot,
+// canonical IP addresses) and the request is sent to that form, so the
+// host the checks and the secrets' origins look at is the host dialled; the
+// dialer refuses any other. A Host header must name the URL's host. The check runs in the dialer's
 // Control hook, after name resolution and before connect, so a name that
 // resolves (or re-resolves, as in DNS rebinding) to a loopback, private,
 // link-local, multicast, unspecified or cloud-metadata address is refused
@@ -16,17 +20,21 @@
 // cached. fetch_page and search_web write their own entries; http_request
 // hands its entry to the dispatcher in Result.Cache, which writes it in the
 // turn's commit. Identical calls in flight at the same time share one
-// execution. Every fetch_page and search_web result, cached or fresh, goes
-// through a Filter (the "decision model"); the default, BM25Filter, keeps
-// the passages most relevant to the call's query within a size budget and
-// says what it cut.
+// execution, cancelled when the last of them gives up. Every fetch_page and
+// search_web result, cached or fresh, goes through a Filter (the "decision
+// model"); the default, BM25Filter, keeps the passages most relevant to the
+// call's query within a size budget and says what it cut. Page extraction
+// is linear in the page (capped by MaxBytes) and stops when its context
+// ends.
 //
 // http_request resolves ${secret:NAME} references from a secrets.Store at
 // call time, for the origin of the URL as written (a reference in the
 // scheme, user or host is refused), so a secret not bound to that origin
 // stops the request before it is sent; a request that carries one follows
-// redirects only within its origin. It redacts secret values from its own
-// results and errors. The APIs of the configuration bind their secrets to
+// redirects only within its origin. Every tool redacts secret values from
+// its results and errors before it cuts anything (a body at max_chars, a
+// page into passages, a snippet, an error's excerpt), and cuts outside
+// redaction markers. The APIs of the configuration bind their secrets to
 // their origins.
 //
 // The package knows nothing of actors or of how the cache is stored (it must

@@ -64,15 +64,16 @@ func (w *Web) downloadFileTool() toolkit.Tool {
 }
 
 func (w *Web) downloadFile(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
-	res, err := w.downloadFileRun(ctx, c)
+	r := w.redactorFor(c)
+	res, err := w.downloadFileRun(ctx, c, r)
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		err = errors.New(w.redact(err.Error()))
+		err = errors.New(redact(r, err.Error()))
 	}
-	res.Content = w.redact(res.Content)
+	res.Content = redact(r, res.Content)
 	return res, err
 }
 
-func (w *Web) downloadFileRun(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
+func (w *Web) downloadFileRun(ctx context.Context, c *toolkit.Call, r Redactor) (toolkit.Result, error) {
 	given := c.Args.String("path")
 	rel, err := w.ws.Clean(given)
 	if err != nil {
@@ -154,9 +155,12 @@ func (w *Web) downloadFileRun(ctx context.Context, c *toolkit.Call) (toolkit.Res
 	err = w.do(ctx, req, w.cfg.DownloadTimeout, func(resp *http.Response) error {
 		finalURL = resp.Request.URL.Redacted()
 		if resp.StatusCode >= 400 {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyBytes))
-			statusErr = statusError(&response{URL: resp.Request.URL, Status: resp.StatusCode, Header: resp.Header, Body: body},
-				"reference a stored secret in a header (${secret:NAME}; the user stores one with store_secret)", excerptChars)
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyBytes+1))
+			er := &response{URL: resp.Request.URL, Status: resp.StatusCode, Header: resp.Header, Body: body}
+			if len(body) > errorBodyBytes {
+				er.Body, er.Truncated = body[:errorBodyBytes], true
+			}
+			statusErr = statusError(ctx, er, "reference a stored secret in a header (${secret:NAME}; the user stores one with store_secret)", excerptChars, r)
 			return nil
 		}
 		if resp.ContentLength > limit {

@@ -49,7 +49,7 @@ func (w *Web) do(ctx context.Context, req *http.Request, timeout time.Duration, 
 	if err := read(resp); err != nil {
 		return requestError(ctx, err, timeout)
 	}
-	w.log.Debug().Str("host", w.redact(req.URL.Host)).Str("method", req.Method).Int("status", resp.StatusCode).
+	w.log.Debug().Str("host", redact(w.redactor, req.URL.Host)).Str("method", req.Method).Int("status", resp.StatusCode).
 		Dur("took", time.Since(start)).Msg("request")
 	return nil
 }

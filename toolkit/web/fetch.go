@@ -55,29 +55,38 @@ func (w *Web) fetchPageTool() toolkit.Tool {
 	}
 }
 
-// page is a fetched page as it is cached: everything extracted, before the
-// filter.
+// pageFormat is the version of the cached page; entries of another
+// version are fetched again.
+const pageFormat = 2
+
+// page is a fetched page as it is cached: everything extracted (and
+// redacted), before it is split into passages and filtered.
 type page struct {
-	URL         string    `json:"url"` // after redirects
-	Status      int       `json:"status"`
-	Title       string    `json:"title,omitempty"`
-	ContentType string    `json:"content_type,omitempty"`
-	Passages    []string  `json:"passages"`
-	Links       []link    `json:"links,omitempty"`
-	MoreLinks   int       `json:"more_links,omitempty"`
-	Truncated   bool      `json:"truncated,omitempty"`
-	Fetched     time.Time `json:"fetched"`
+	Format      int    `json:"v"`
+	URL         string `json:"url"` // after redirects
+	Status      int    `json:"status"`
+	Title       string `json:"title,omitempty"`
+	ContentType string `json:"content_type,omitempty"`
+	// Text is the readable text. It is split into passages when it is
+	// shown, after it is redacted with the secrets known then, so that no
+	// split cuts a secret stored after the page was cached.
+	Text      string    `json:"text"`
+	Headings  bool      `json:"headings,omitempty"` // see extracted.Headings
+	Links     []link    `json:"links,omitempty"`
+	MoreLinks int       `json:"more_links,omitempty"`
+	Truncated bool      `json:"truncated,omitempty"`
+	Fetched   time.Time `json:"fetched"`
 }
 
 // fetchPageKey is the cache key of a page, shared across sessions.
 func fetchPageKey(u *url.URL) string { return FetchPageName + "|" + canonicalURL(u) }
 
 func (w *Web) fetchPage(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
-	raw := strings.TrimSpace(c.Args.String("url"))
-	if secrets.HasReference(raw) {
+	rawURL := strings.TrimSpace(c.Args.String("url"))
+	if secrets.HasReference(rawURL) {
 		return toolkit.Result{}, errors.New("fetch_page does not resolve ${secret:…} references; use http_request for requests that need a credential")
 	}
-	u, err := w.parseURL(raw)
+	u, err := w.parseURL(rawURL)
 	if err != nil {
 		return toolkit.Result{}, err
 	}
@@ -87,11 +96,13 @@ func (w *Web) fetchPage(ctx context.Context, c *toolkit.Call) (toolkit.Result, e
 	// Credentials in the URL keep a page out of the shared cache.
 	cacheable := u.User == nil
 	key := fetchPageKey(u)
+	r := w.redactorFor(c)
 	var p *page
+	var cachedBytes []byte // the cached bytes p was decoded from
 	cached := false
 	if cacheable {
 		if b, ok := w.cacheGet(ctx, FetchPageName, key); ok {
-			p, cached = pages.decode(key, b), true
+			p, cachedBytes, cached = pages.decode(key, b), b, true
 		}
 	}
 	if p == nil {
@@ -121,7 +132,14 @@ func (w *Web) fetchPage(ctx context.Context, c *toolkit.Call) (toolkit.Result, e
 		}
 		p = v.(*page)
 	}
-	return toolkit.Result{Content: w.renderPage(ctx, p, u, query, budget, cached)}, nil
+	if !cached {
+		cachedBytes = nil
+	}
+	passages, err := pages.passages(ctx, key, cachedBytes, p, r)
+	if err != nil {
+		return toolkit.Result{}, err
+	}
+	return toolkit.Result{Content: w.renderPage(ctx, p, passages, u, query, budget, cached)}, nil
 }
 
 // pageMemo keeps the decoded form of the pages read from the cache most
@@ -138,6 +156,52 @@ type pageMemo struct {
 type memoPage struct {
 	raw string
 	p   *page // never modified once decoded
+	// passages are p's, split after redaction by the redactor of version
+	// version (see passages); nil until then.
+	passages []string
+	version  uint64
+}
+
+// versioned is a Redactor that tells its set of secrets apart
+// (secrets.Redactor does): equal versions redact alike.
+type versioned interface {
+	Version() uint64
+}
+
+// passages returns p's passages: its text redacted whole by r, then split.
+// For a cached page (raw is the cached bytes) the memo keeps them while r's
+// set of secrets stays the same.
+func (m *pageMemo) passages(ctx context.Context, key string, raw []byte, p *page, r Redactor) ([]string, error) {
+	var version uint64
+	vr, memo := r.(versioned)
+	if r == nil {
+		memo = true
+	} else if memo {
+		version = vr.Version()
+	}
+	memo = memo && raw != nil && len(raw) <= pageMemoMaxBytes
+	if memo {
+		m.mu.Lock()
+		e, ok := m.byKey[key]
+		m.mu.Unlock()
+		if ok && e.passages != nil && e.version == version && e.raw == string(raw) {
+			return e.passages, nil
+		}
+	}
+	out, err := splitPassages(ctx, redact(r, p.Text), p.Headings)
+	if err != nil || !memo {
+		return out, err
+	}
+	if out == nil {
+		out = []string{}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.byKey[key]; ok && e.raw == string(raw) {
+		e.passages, e.version = out, version
+		m.byKey[key] = e
+	}
+	return out, nil
 }
 
 const (
@@ -174,14 +238,13 @@ func (m *pageMemo) decode(key string, b []byte) *page {
 // clone copies the slices a caller could change; strings are immutable.
 func (p *page) clone() *page {
 	c := *p
-	c.Passages = slices.Clone(p.Passages)
 	c.Links = slices.Clone(p.Links)
 	return &c
 }
 
 func decodePage(b []byte) *page {
 	var p page
-	if err := json.Unmarshal(b, &p); err != nil {
+	if err := json.Unmarshal(b, &p); err != nil || p.Format != pageFormat {
 		return nil
 	}
 	return &p
@@ -199,20 +262,22 @@ func (w *Web) loadPage(ctx context.Context, u *url.URL) (*page, error) {
 		return nil, err
 	}
 	if resp.Status >= 400 {
-		return nil, statusError(resp, "fetch_page sends no credentials: call http_request with a header that "+
-			"references a stored secret (${secret:NAME}; the user stores one with store_secret)", excerptChars)
+		return nil, statusError(ctx, resp, "fetch_page sends no credentials: call http_request with a header that "+
+			"references a stored secret (${secret:NAME}; the user stores one with store_secret)", excerptChars, w.redactor)
 	}
 	ct := resp.Header.Get("Content-Type")
-	ex, err := extract(resp.Body, ct, resp.URL)
+	ex, err := extract(ctx, resp.Body, ct, resp.URL, w.redactor, resp.Truncated)
 	if err != nil {
 		return nil, err
 	}
 	return &page{
+		Format:      pageFormat,
 		URL:         resp.URL.String(),
 		Status:      resp.Status,
 		Title:       ex.Title,
 		ContentType: mediaType(ct, resp.Body),
-		Passages:    ex.Passages,
+		Text:        ex.Text,
+		Headings:    ex.Headings,
 		Links:       ex.Links,
 		MoreLinks:   ex.MoreLinks,
 		Truncated:   resp.Truncated,
@@ -220,9 +285,9 @@ func (w *Web) loadPage(ctx context.Context, u *url.URL) (*page, error) {
 	}, nil
 }
 
-// statusError describes an error response; credHint is added for 401 and
-// 403.
-func statusError(r *response, credHint string, excerpt int) error {
+// statusError describes an error response, quoting its start redacted by
+// red; credHint is added for 401 and 403.
+func statusError(ctx context.Context, r *response, credHint string, excerpt int, red Redactor) error {
 	var b strings.Builder
 	b.WriteString(statusLine(r.Status))
 	switch r.Status {
@@ -236,33 +301,39 @@ func statusError(r *response, credHint string, excerpt int) error {
 			b.WriteString("; the server asks to retry after " + ra)
 		}
 	}
-	if ex := errorExcerpt(r, excerpt); ex != "" {
+	if ex := errorExcerpt(ctx, r, excerpt, red); ex != "" {
 		b.WriteString("\nresponse: " + ex)
 	}
 	return errors.New(b.String())
 }
 
 // errorExcerpt returns the start of an error response's text, at most n
-// characters.
-func errorExcerpt(r *response, n int) string {
+// characters, redacted by red before it is cut. Only the first
+// excerptInput bytes of the body are read for it.
+func errorExcerpt(ctx context.Context, r *response, n int, red Redactor) string {
 	ct := r.Header.Get("Content-Type")
 	mt := mediaType(ct, r.Body)
+	body, more := r.Body, r.Truncated
+	if len(body) > excerptInput {
+		body, more = body[:excerptInput], true
+	}
 	var text string
 	switch {
 	case isHTML(mt):
-		if ex, err := extractHTML(r.Body, ct, r.URL); err == nil {
-			text = strings.Join(ex.Passages, " ")
-			if text == "" {
+		if ex, err := extractHTML(ctx, body, ct, r.URL, red, more); err == nil {
+			text = ex.Text
+			if strings.TrimSpace(text) == "" {
 				text = ex.Title
 			}
 		}
 	case isText(mt):
-		text = string(decodeText(r.Body, ct))
+		text = redactText(red, string(decodeText(body, ct)), more)
 	}
 	return clipRunes(collapse(text), n)
 }
 
-// parseURL parses a URL the model gave and checks it against the policy.
+// parseURL parses a URL the model gave and checks it against the policy;
+// the URL it returns has its host in the one form that is dialled.
 func (w *Web) parseURL(raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, errors.New("url is empty")
@@ -274,10 +345,7 @@ func (w *Web) parseURL(raw string) (*url.URL, error) {
 	if u.Scheme == "" && u.Host == "" {
 		return nil, fmt.Errorf("url %q has no scheme and host; write it in full, e.g. https://%s", raw, strings.TrimPrefix(raw, "//"))
 	}
-	if err := w.policy.CheckURL(u); err != nil {
-		return nil, err
-	}
-	return u, nil
+	return w.policy.Target(u)
 }
 
 // canonicalURL is the form of a URL used in cache keys: scheme and host in
@@ -309,15 +377,15 @@ func canonicalURL(u *url.URL) string {
 
 // renderPage writes a page for the model: header lines, the passages the
 // filter keeps, its note, and the links.
-func (w *Web) renderPage(ctx context.Context, p *page, requested *url.URL, query string, budget int, cached bool) string {
-	keep, note := w.runFilter(ctx, FetchPageName, query, p.Passages, budget)
+func (w *Web) renderPage(ctx context.Context, p *page, passages []string, requested *url.URL, query string, budget int, cached bool) string {
+	keep, note := w.runFilter(ctx, FetchPageName, query, passages, budget)
 	// One allocation for the whole text: header, kept passages, note, links.
 	size := 512 + len(p.Title) + 2*len(p.URL) + len(note)
 	if len(p.Links) > 0 {
 		size += linkChars + 64
 	}
 	for _, k := range keep {
-		size += len(p.Passages[k]) + 2
+		size += len(passages[k]) + 2
 	}
 	var b strings.Builder
 	b.Grow(size)
@@ -339,7 +407,7 @@ func (w *Web) renderPage(ctx context.Context, p *page, requested *url.URL, query
 	b.WriteString("\n")
 
 	switch {
-	case len(p.Passages) == 0:
+	case len(passages) == 0:
 		b.WriteString("(the page has no readable text)\n")
 	case len(keep) == 0:
 		b.WriteString("(no passage was kept)\n")
@@ -348,7 +416,7 @@ func (w *Web) renderPage(ctx context.Context, p *page, requested *url.URL, query
 		if i > 0 {
 			b.WriteString("\n\n")
 		}
-		b.WriteString(p.Passages[k])
+		b.WriteString(passages[k])
 	}
 	if len(keep) > 0 {
 		b.WriteString("\n")

@@ -158,14 +158,22 @@ func TestSplitPassages(t *testing.T) {
 		{name: "CRLF", in: "one.\r\n\r\ntwo.", want: []string{"one.", "two."}},
 		{name: "plain text has no headings", in: "Soil\n\nUse compost.", plain: true, want: []string{"Soil", "Use compost."}},
 	}
+	split := func(text string, headings bool) []string {
+		t.Helper()
+		parts, err := splitPassages(t.Context(), text, headings)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parts
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, splitPassages(tt.in, !tt.plain)); diff != "" {
+			if diff := cmp.Diff(tt.want, split(tt.in, !tt.plain)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
 	}
-	parts := splitPassages(long, true)
+	parts := split(long, true)
 	if len(parts) < 2 {
 		t.Fatalf("a %d-character paragraph gave %d passages", len(long), len(parts))
 	}
@@ -177,8 +185,19 @@ func TestSplitPassages(t *testing.T) {
 			t.Errorf("passage not cut at a sentence end: %q", p[len(p)-20:])
 		}
 	}
-	if got := chunk(strings.Repeat("x", 2000), 800); len(got) != 3 || runeLen(got[0]) != 800 {
+	if got, _ := chunk(t.Context(), strings.Repeat("x", 2000), 800); len(got) != 3 || runeLen(got[0]) != 800 {
 		t.Errorf("a 2000-character word gave %d pieces", len(got))
+	}
+	// A cut that would land inside a redaction marker lands before it.
+	word := strings.Repeat("x", 795) + "[secret:TOKEN]" + strings.Repeat("y", 900)
+	if got, _ := chunk(t.Context(), word, 800); len(got) != 3 || got[0] != strings.Repeat("x", 795) || !strings.HasPrefix(got[1], "[secret:TOKEN]y") {
+		t.Errorf("a marker at a cut: %d pieces, %.20q…", len(got), got)
+	}
+	// The work stops when its context ends.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := splitPassages(ctx, strings.Repeat("a line\n", checkEvery), true); !errors.Is(err, context.Canceled) {
+		t.Errorf("splitting with an ended context: %v", err)
 	}
 }
 

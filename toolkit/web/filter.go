@@ -12,6 +12,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
 // Filter is the result filter (the "decision model") that every fetch_page
@@ -359,7 +361,7 @@ func preview(s string) string {
 func writePreview(b *strings.Builder, s string) {
 	n := 0
 	space := false // a space is due before the next word
-	for _, r := range s {
+	for i, r := range s {
 		if unicode.IsSpace(r) {
 			space = n > 0
 			continue
@@ -369,6 +371,13 @@ func writePreview(b *strings.Builder, s string) {
 			n++
 		}
 		space = false
+		if r == '[' {
+			// A redaction marker is shown whole or not at all.
+			if l := toolkit.MarkerLen(s[i:]); l > 0 && n+l > previewChars {
+				b.WriteString("…")
+				return
+			}
+		}
 		if n == previewChars {
 			// More follows the cut.
 			b.WriteString("…")

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tooldispatch/tooldispatch/toolkit/internal/hostform"
 )
 
 // Defaults of the outbound policy.
@@ -201,29 +203,45 @@ func (p Policy) CheckIP(ip netip.Addr) error {
 }
 
 // CheckURL reports whether the policy allows requesting u, before any
-// name is resolved: the scheme, a host, and the host itself when it is an
-// IP literal or a localhost name. Addresses behind names are checked again
-// when connecting.
+// name is resolved (see Target).
 func (p Policy) CheckURL(u *url.URL) error {
+	_, err := p.Target(u)
+	return err
+}
+
+// Target returns u with its host in the one form every check and the
+// dialer use (hostform: IDNA Lookup, lower case, no trailing dot, canonical
+// IP addresses), checked against the policy: the scheme, a host, and the
+// host itself when it is an IP address or a localhost name. Addresses
+// behind names are checked again when connecting. A request must be sent
+// to the returned URL, never to u, so that the host checked is the host
+// dialled; a host that does not survive IDNA Lookup is refused.
+func (p Policy) Target(u *url.URL) (*url.URL, error) {
 	scheme := strings.ToLower(u.Scheme)
 	if !slices.Contains(p.Schemes, scheme) {
 		if scheme == "" {
-			return fmt.Errorf("%w: the URL has no scheme; write it as https://…", ErrScheme)
+			return nil, fmt.Errorf("%w: the URL has no scheme; write it as https://…", ErrScheme)
 		}
-		return fmt.Errorf("%w: %q (allowed: %s)", ErrScheme, u.Scheme, strings.Join(p.Schemes, ", "))
+		return nil, fmt.Errorf("%w: %q (allowed: %s)", ErrScheme, u.Scheme, strings.Join(p.Schemes, ", "))
 	}
-	host := u.Hostname()
-	if host == "" {
-		return errors.New("the URL has no host")
+	if u.Hostname() == "" {
+		return nil, errors.New("the URL has no host")
 	}
+	n, err := hostform.URL(u)
+	if err != nil {
+		return nil, fmt.Errorf("%w; nothing was sent", err)
+	}
+	host := n.Hostname()
 	if ip, err := netip.ParseAddr(host); err == nil {
-		return p.CheckIP(ip)
+		if err := p.CheckIP(ip); err != nil {
+			return nil, err
+		}
+		return n, nil
 	}
-	lower := strings.TrimSuffix(strings.ToLower(host), ".")
-	if (lower == "localhost" || strings.HasSuffix(lower, ".localhost")) && !p.AllowLoopback {
-		return &BlockedError{Addr: host, Reason: "a loopback name", Setting: "allow_loopback"}
+	if (host == "localhost" || strings.HasSuffix(host, ".localhost")) && !p.AllowLoopback {
+		return nil, &BlockedError{Addr: host, Reason: "a loopback name", Setting: "allow_loopback"}
 	}
-	return nil
+	return n, nil
 }
 
 // control is the dialer's Control hook: it runs after the name was resolved
@@ -247,14 +265,17 @@ func withSameOriginRedirects(ctx context.Context) context.Context {
 	return context.WithValue(ctx, redirectKey{}, true)
 }
 
-// checkRedirect is the client's redirect policy.
+// checkRedirect is the client's redirect policy. The redirect is sent to
+// its target in the one host form (Target), like every first request.
 func (p Policy) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > p.MaxRedirects {
 		return fmt.Errorf("%w: stopped after %d (the limit is %d)", ErrTooManyRedirects, len(via)-1, p.MaxRedirects)
 	}
-	if err := p.CheckURL(req.URL); err != nil {
+	n, err := p.Target(req.URL)
+	if err != nil {
 		return fmt.Errorf("a redirect led to %s: %w", req.URL.Redacted(), err)
 	}
+	req.URL = n
 	if same, _ := req.Context().Value(redirectKey{}).(bool); same && !sameOrigin(req.URL, via[0].URL) {
 		return http.ErrUseLastResponse
 	}
@@ -265,7 +286,8 @@ func sameOrigin(a, b *url.URL) bool {
 	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(hostPort(a), hostPort(b))
 }
 
-// hostPort returns the host and the explicit or default port of u.
+// hostPort returns the host and the explicit or default port of u (whose
+// host is in its one form, see Target).
 func hostPort(u *url.URL) string {
 	port := u.Port()
 	if port == "" {
@@ -282,12 +304,14 @@ func hostPort(u *url.URL) string {
 // NewClient returns an HTTP client that enforces the policy: the dial
 // check, the redirect limit and checks, no proxy, and no connection kept
 // between requests (each request is checked on a connection of its own).
-// Timeout and MaxBytes are applied by the caller per request.
+// It dials only hosts in their one form (Target): a request built from a
+// URL that did not go through Target is refused before any name is
+// resolved. Timeout and MaxBytes are applied by the caller per request.
 func (p Policy) NewClient() *http.Client {
 	dialer := &net.Dialer{Timeout: p.Timeout, Control: p.control}
 	tr := &http.Transport{
 		Proxy:                  nil,
-		DialContext:            dialer.DialContext,
+		DialContext:            dialFormOnly(dialer.DialContext),
 		ForceAttemptHTTP2:      true,
 		TLSHandshakeTimeout:    p.Timeout,
 		ResponseHeaderTimeout:  p.Timeout,
@@ -296,4 +320,16 @@ func (p Policy) NewClient() *http.Client {
 		DisableKeepAlives:      true,
 	}
 	return &http.Client{Transport: tr, CheckRedirect: p.checkRedirect}
+}
+
+// dialFormOnly lets dial connect only to hosts already in their one form,
+// so that no check can have looked at a host other than the one dialled.
+func dialFormOnly(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil || !hostform.IsForm(host) {
+			return nil, &BlockedError{Addr: addr, Reason: "its host is not in the form the checks looked at"}
+		}
+		return dial(ctx, network, addr)
+	}
 }

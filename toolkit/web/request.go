@@ -157,18 +157,19 @@ type outcome struct {
 }
 
 func (w *Web) httpRequest(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
-	res, err := w.httpRequestRun(ctx, c)
+	r := w.redactorFor(c)
+	res, err := w.httpRequestRun(ctx, c, r)
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		err = errors.New(w.redact(err.Error()))
+		err = errors.New(redact(r, err.Error()))
 	}
-	res.Content = w.redact(res.Content)
+	res.Content = redact(r, res.Content)
 	if res.Cache != nil {
-		res.Cache.Value = []byte(w.redact(string(res.Cache.Value)))
+		res.Cache.Value = []byte(redact(r, string(res.Cache.Value)))
 	}
 	return res, err
 }
 
-func (w *Web) httpRequestRun(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
+func (w *Web) httpRequestRun(ctx context.Context, c *toolkit.Call, r Redactor) (toolkit.Result, error) {
 	method := requestMethod(c.Args)
 	if !slices.Contains(methods, method) {
 		return toolkit.Result{}, fmt.Errorf("method %q is not supported (use one of %s)", method, strings.Join(methods, ", "))
@@ -209,7 +210,7 @@ func (w *Web) httpRequestRun(ctx context.Context, c *toolkit.Call) (toolkit.Resu
 		if creds {
 			ctx = withSameOriginRedirects(ctx)
 		}
-		return w.exchangeRequest(ctx, req.Clone(ctx), method, limit)
+		return w.exchangeRequest(ctx, req.Clone(ctx), method, limit, r)
 	}
 	var v any
 	if cacheable {
@@ -259,7 +260,9 @@ func headerArgs(a toolkit.Args) (map[string]string, error) {
 // buildRequest resolves secret references and builds the request. Every
 // secret is resolved for the origin of the URL as written, whose scheme,
 // user and host may hold no reference, so a secret is refused before
-// anything is sent unless it is bound to that origin.
+// anything is sent unless it is bound to that origin. The origin, the
+// policy's checks and the request all use the URL's host in its one form
+// (Policy.Target), the host that is dialled.
 func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers map[string]string, body string) (*http.Request, error) {
 	template, err := url.Parse(rawURL)
 	if err != nil {
@@ -271,7 +274,7 @@ func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers m
 	if referencedInAuthority(template) {
 		return nil, fmt.Errorf("url %q: a ${secret:…} reference may only be in the path or query of a URL, never in its scheme, user or host", rawURL)
 	}
-	if err := w.policy.CheckURL(template); err != nil {
+	if template, err = w.policy.Target(template); err != nil {
 		return nil, err
 	}
 	origin, err := secrets.OriginOf(template)
@@ -286,13 +289,13 @@ func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers m
 	if err != nil {
 		return nil, fmt.Errorf("url %q is not a valid URL once its secrets are filled in", rawURL)
 	}
+	if u, err = w.policy.Target(u); err != nil {
+		return nil, err
+	}
 	if o, err := secrets.OriginOf(u); err != nil || o != origin {
 		// Values are query-escaped, so they cannot reach the authority;
 		// this guards the rule rather than a known path.
 		return nil, fmt.Errorf("url %q: filling in its secrets would change where it goes; refusing", rawURL)
-	}
-	if err := w.policy.CheckURL(u); err != nil {
-		return nil, err
 	}
 	resolvedBody, _, err := w.secrets.Resolve(ctx, origin, body)
 	if err != nil {
@@ -325,8 +328,11 @@ func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers m
 			return nil, fmt.Errorf("header %q: a secret it references holds a line break or a control character", k)
 		}
 		if strings.EqualFold(k, "Host") {
-			req.Host = v
-			continue
+			if !namesHost(v, u) {
+				return nil, fmt.Errorf("a Host header may only name the URL's host %s (it is %q): it would send the request, "+
+					"and any secret in it, to another virtual host behind the same address; put the host you mean in the URL", u.Host, headers[k])
+			}
+			continue // the URL's host is sent
 		}
 		req.Header.Add(k, v)
 	}
@@ -338,6 +344,18 @@ func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers m
 		req.Header.Set("Content-Type", ct)
 	}
 	return req, nil
+}
+
+// namesHost reports whether a Host header value names u's host and port
+// (explicit or the scheme's default), both in their one form.
+func namesHost(value string, u *url.URL) bool {
+	h, err := url.Parse(u.Scheme + "://" + strings.TrimSpace(value))
+	if err != nil || h.Host != strings.TrimSpace(value) || h.User != nil {
+		return false
+	}
+	a, errA := secrets.OriginOf(h)
+	b, errB := secrets.OriginOf(u)
+	return errA == nil && errB == nil && a == b
 }
 
 // referencedInAuthority reports whether a secret reference is in u's
@@ -362,15 +380,16 @@ var shownHeaders = []string{
 	"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
 }
 
-// exchangeRequest sends req and describes the response.
-func (w *Web) exchangeRequest(ctx context.Context, req *http.Request, method string, limit int) (*outcome, error) {
+// exchangeRequest sends req and describes the response; the body is
+// redacted by r before it is cut.
+func (w *Web) exchangeRequest(ctx context.Context, req *http.Request, method string, limit int, r Redactor) (*outcome, error) {
 	resp, err := w.fetch(ctx, req, w.policy.MaxBytes)
 	if err != nil {
 		return nil, err
 	}
 	if resp.Status >= 400 {
-		return nil, statusError(resp, "reference a stored secret in a header, e.g. \"Authorization\": \"Bearer ${secret:NAME}\" "+
-			"(the user stores one with store_secret), and check that it is the right one for this API", apiExcerptChars)
+		return nil, statusError(ctx, resp, "reference a stored secret in a header, e.g. \"Authorization\": \"Bearer ${secret:NAME}\" "+
+			"(the user stores one with store_secret), and check that it is the right one for this API", apiExcerptChars, r)
 	}
 	var b strings.Builder
 	b.WriteString(statusLine(resp.Status) + "\n")
@@ -388,7 +407,7 @@ func (w *Web) exchangeRequest(ctx context.Context, req *http.Request, method str
 	}
 	if method != http.MethodHead {
 		b.WriteString("\n")
-		writeBody(&b, resp, limit, w.policy.MaxBytes)
+		writeBody(&b, resp, limit, w.policy.MaxBytes, r)
 	}
 	cc := strings.ToLower(resp.Header.Get("Cache-Control"))
 	return &outcome{
@@ -415,9 +434,10 @@ func writeAllHeaders(b *strings.Builder, h http.Header) {
 	}
 }
 
-// writeBody writes a response body as text, cut at limit characters, or
-// says what it is when it is not text.
-func writeBody(b *strings.Builder, resp *response, limit int, maxBytes int64) {
+// writeBody writes a response body as text, redacted by r, then cut at
+// limit characters outside every redaction marker, or says what it is when
+// it is not text.
+func writeBody(b *strings.Builder, resp *response, limit int, maxBytes int64, r Redactor) {
 	ct := resp.Header.Get("Content-Type")
 	mt := mediaType(ct, resp.Body)
 	if len(resp.Body) == 0 {
@@ -434,9 +454,14 @@ func writeBody(b *strings.Builder, resp *response, limit int, maxBytes int64) {
 		fmt.Fprintf(b, "(binary body: %s of %s; save it with download_file)\n", humanSize(int64(len(resp.Body))), mt)
 		return
 	}
+	// Redacted whole (a body longer than the response limit as the head
+	// of a longer text), then cut: a cut never leaves part of a secret.
+	text = redactText(r, text, resp.Truncated)
 	n := runeLen(text)
+	shown := n
 	if n > limit {
-		text = string([]rune(text)[:limit])
+		text = text[:toolkit.SafeCut(text, runeOffset(text, limit))]
+		shown = runeLen(text)
 	}
 	b.WriteString(text)
 	if !strings.HasSuffix(text, "\n") {
@@ -444,7 +469,7 @@ func writeBody(b *strings.Builder, resp *response, limit int, maxBytes int64) {
 	}
 	switch {
 	case n > limit:
-		fmt.Fprintf(b, "[body cut at %d of %d characters; raise max_chars to see more]\n", limit, n)
+		fmt.Fprintf(b, "[body cut at %d of %d characters; raise max_chars to see more]\n", shown, n)
 	case resp.Truncated:
 		fmt.Fprintf(b, "[body cut at the %s response limit]\n", humanSize(maxBytes))
 	}

@@ -148,7 +148,8 @@ func (s *SearXNG) Search(ctx context.Context, q SearchQuery) (*SearchResponse, e
 		if r.URL == "" {
 			continue
 		}
-		sr := SearchResult{Title: collapse(r.Title), URL: r.URL, Snippet: clipRunes(collapse(r.Content), maxSnippet), Engine: r.Engine}
+		// Snippets are cut when shown, after they are redacted.
+		sr := SearchResult{Title: collapse(r.Title), URL: r.URL, Snippet: collapse(r.Content), Engine: r.Engine}
 		if sr.Engine == "" && len(r.Engines) > 0 {
 			sr.Engine = strings.Join(r.Engines, ", ")
 		}
@@ -173,7 +174,7 @@ func (s *SearXNG) Search(ctx context.Context, q SearchQuery) (*SearchResponse, e
 	}
 	for _, ib := range raw.Infoboxes {
 		if c := collapse(ib.Content); c != "" {
-			out.Answers = append(out.Answers, clipRunes(collapse(ib.Infobox+": "+c), maxSnippet))
+			out.Answers = append(out.Answers, collapse(ib.Infobox+": "+c))
 		}
 	}
 	for _, e := range raw.UnresponsiveEngines {
@@ -269,7 +270,7 @@ func (w *Web) searchWeb(ctx context.Context, c *toolkit.Call) (toolkit.Result, e
 		}
 		entry = v.(*searchEntry)
 	}
-	return toolkit.Result{Content: w.renderSearch(ctx, q, entry, limit, cached)}, nil
+	return toolkit.Result{Content: w.renderSearch(ctx, q, entry, limit, cached, w.redactorFor(c))}, nil
 }
 
 func decodeSearch(b []byte) *searchEntry {
@@ -281,8 +282,9 @@ func decodeSearch(b []byte) *searchEntry {
 }
 
 // renderSearch writes a search for the model; the results go through the
-// filter with the search query.
-func (w *Web) renderSearch(ctx context.Context, q SearchQuery, e *searchEntry, limit int, cached bool) string {
+// filter with the search query. Answers and snippets are redacted by r,
+// then cut at maxSnippet characters.
+func (w *Web) renderSearch(ctx context.Context, q SearchQuery, e *searchEntry, limit int, cached bool, red Redactor) string {
 	results := e.Response.Results
 	if len(results) > limit {
 		results = results[:limit]
@@ -294,7 +296,7 @@ func (w *Web) renderSearch(ctx context.Context, q SearchQuery, e *searchEntry, l
 	}
 	b.WriteString(":\n")
 	for _, a := range e.Response.Answers {
-		fmt.Fprintf(&b, "Answer: %s\n", a)
+		fmt.Fprintf(&b, "Answer: %s\n", clipRunes(redact(red, a), maxSnippet))
 	}
 	if len(results) == 0 {
 		b.WriteString("No results.")
@@ -311,7 +313,7 @@ func (w *Web) renderSearch(ctx context.Context, q SearchQuery, e *searchEntry, l
 			fmt.Fprintf(&p, "\n   published %s", r.Published)
 		}
 		if r.Snippet != "" {
-			fmt.Fprintf(&p, "\n   %s", r.Snippet)
+			fmt.Fprintf(&p, "\n   %s", clipRunes(redact(red, r.Snippet), maxSnippet))
 		}
 		passages[i] = p.String()
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
@@ -39,10 +38,9 @@ const toolGrace = 15 * time.Second
 // apiListTimeout is public_api_list's timeout.
 const apiListTimeout = 10 * time.Second
 
-// Redactor replaces secret values in a text (secrets.Redactor is one).
-type Redactor interface {
-	Redact(s string) string
-}
+// Redactor takes secret values out of a text, whole or arriving in pieces
+// (secrets.Redactor is one).
+type Redactor = toolkit.Redactor
 
 // Deps is what the web tools need from the embedding program. The zero
 // value gives fetch_page, http_request and public_api_list on the default
@@ -56,8 +54,10 @@ type Deps struct {
 	// Secrets resolves ${secret:NAME} in http_request and download_file.
 	// Nil: references fail with `secret "NAME" not found`.
 	Secrets *secrets.Store
-	// Redactor removes secret values from http_request's results and
-	// errors. Nil: Secrets.Redactor() when Secrets is set.
+	// Redactor removes secret values from every result and error of the
+	// web tools, before anything is cut (a body at max_chars, a page into
+	// passages, a snippet, an error's excerpt). Nil: Secrets.Redactor()
+	// when Secrets is set, else the call's (toolkit.Call.Redactor).
 	Redactor Redactor
 	// Filter decides what of a fetch_page or search_web result the model
 	// gets. Nil: BM25Filter{}.
@@ -100,11 +100,19 @@ type Web struct {
 	// joined a shared execution.
 	afterJoin func(key string)
 
-	flights singleflight.Group
+	mu      sync.Mutex
+	closed  bool               // guarded by mu
+	flights map[string]*flight // guarded by mu; shared executions by key
+	wg      sync.WaitGroup     // shared executions; Add under mu while open
+}
 
-	mu     sync.Mutex
-	closed bool           // guarded by mu
-	wg     sync.WaitGroup // shared executions; Add under mu while open
+// flight is one shared execution and the callers waiting for it.
+type flight struct {
+	done    chan struct{} // closed when val and err are set
+	val     any
+	err     error
+	cancel  context.CancelFunc // ends the execution's context
+	waiters int                // guarded by Web.mu
 }
 
 // New checks deps and builds the tools. It starts no goroutine.
@@ -163,6 +171,7 @@ func New(deps Deps) (*Web, error) {
 		w.search = s
 	}
 	w.base, w.cancel = context.WithCancel(context.Background())
+	w.flights = map[string]*flight{}
 	return w, nil
 }
 
@@ -205,46 +214,73 @@ func (w *Web) Close() {
 	w.wg.Wait()
 }
 
-// enter registers a shared execution; false once closed.
-func (w *Web) enter() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return false
-	}
-	w.wg.Add(1)
-	return true
-}
-
 // share runs fn once for every caller that asks for key while it runs, and
-// returns its result to each. fn runs with a context of its own, derived
-// from the Web's and bounded by timeout, so that one caller giving up does
-// not fail the others; each caller stops waiting when its own ctx ends.
+// returns its result to each. fn runs on a goroutine of its own with a
+// context derived from the Web's and bounded by timeout, so that one caller
+// giving up does not fail the others; each caller stops waiting when its
+// own ctx ends, and when the last one has stopped waiting, fn's context is
+// cancelled (its work ends with the calls that wanted it) and the next
+// caller starts afresh.
 func (w *Web) share(ctx context.Context, key string, timeout time.Duration, fn func(context.Context) (any, error)) (any, error) {
-	ch := w.flights.DoChan(key, func() (v any, err error) {
-		if !w.enter() {
-			return nil, ErrClosed
-		}
-		defer w.wg.Done()
-		// singleflight re-panics on a goroutine of its own, where nothing
-		// can recover: turn a panic into an error for every caller.
-		defer func() {
-			if r := recover(); r != nil {
-				v, err = nil, fmt.Errorf("internal error: %v", r)
-			}
-		}()
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil, ErrClosed
+	}
+	f := w.flights[key]
+	if f == nil {
 		fctx, cancel := context.WithTimeout(w.base, timeout)
-		defer cancel()
-		return fn(fctx)
-	})
+		f = &flight{done: make(chan struct{}), cancel: cancel}
+		w.flights[key] = f
+		w.wg.Add(1)
+		go w.fly(fctx, key, f, fn)
+	}
+	f.waiters++
+	w.mu.Unlock()
 	if w.afterJoin != nil {
 		w.afterJoin(key)
 	}
 	select {
-	case r := <-ch:
-		return r.Val, r.Err
+	case <-f.done:
+		w.leave(key, f, false)
+		return f.val, f.err
 	case <-ctx.Done():
+		w.leave(key, f, true)
 		return nil, ctx.Err()
+	}
+}
+
+// fly runs a shared execution and hands its result to the waiting callers.
+func (w *Web) fly(ctx context.Context, key string, f *flight, fn func(context.Context) (any, error)) {
+	defer w.wg.Done()
+	defer f.cancel()
+	defer func() {
+		// A panic becomes an error for every caller instead of ending
+		// the process.
+		if r := recover(); r != nil {
+			f.val, f.err = nil, fmt.Errorf("internal error: %v", r)
+		}
+		w.mu.Lock()
+		if w.flights[key] == f {
+			delete(w.flights, key)
+		}
+		w.mu.Unlock()
+		close(f.done)
+	}()
+	f.val, f.err = fn(ctx)
+}
+
+// leave stops a caller's wait for f; the last caller to stop before f is
+// done cancels it.
+func (w *Web) leave(key string, f *flight, early bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f.waiters--
+	if early && f.waiters == 0 {
+		if w.flights[key] == f {
+			delete(w.flights, key)
+		}
+		f.cancel()
 	}
 }
 
@@ -287,12 +323,30 @@ func (w *Web) cachePut(ctx context.Context, tool, key string, v any, fetched tim
 	}
 }
 
-// redact applies the redactor, if any.
-func (w *Web) redact(s string) string {
-	if w.redactor == nil {
+// redactorFor returns the redactor of a call's results: the Web's, else
+// the call's; nil when neither has one.
+func (w *Web) redactorFor(c *toolkit.Call) Redactor {
+	if w.redactor != nil || c == nil {
+		return w.redactor
+	}
+	return c.Redactor
+}
+
+// redact applies r, if any, to s.
+func redact(r Redactor, s string) string {
+	if r == nil {
 		return s
 	}
-	return w.redactor.Redact(s)
+	return r.Redact(s)
+}
+
+// redactText redacts text, whole, or, when more followed it that was
+// never read, as the head of a longer text (toolkit.RedactHead).
+func redactText(r Redactor, text string, more bool) string {
+	if more {
+		return toolkit.RedactHead(r, text)
+	}
+	return redact(r, text)
 }
 
 // runFilter applies the filter to passages and returns the indices to show

@@ -12,7 +12,7 @@
 //	if err != nil { … }
 //	defer b.Close()
 //	d, err := actors.New(actors.Config{Registry: reg, Store: store,
-//		Redact: b.Secrets.Redactor().Redact, PastFixes: b.Memory.PastFixes})
+//		Redactor: b.Secrets.Redactor(), PastFixes: b.Memory.PastFixes})
 //
 // File versions, secrets, the error memory and the web cache live in the
 // store, so they outlast the process when the store does.
@@ -97,7 +97,7 @@ type Config struct {
 type Belt struct {
 	Registry *toolkit.Registry
 	// Secrets is the encrypted secrets store; its Redactor belongs in
-	// actors.Config.Redact.
+	// actors.Config.Redactor.
 	Secrets *secrets.Store
 	// Memory is the error memory; its PastFixes belongs in
 	// actors.Config.PastFixes.
