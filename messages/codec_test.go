@@ -73,7 +73,8 @@ func TestConvertAssistant(t *testing.T) {
 
 func TestConvertAssistantErrors(t *testing.T) {
 	tests := []struct{ name, raw, format, want string }{
-		{"not an object", `[1]`, "", "message must be an object"},
+		{"not an object", `"hi"`, "", "message must be an object (an assistant message), not a string"},
+		{"an array holds Responses items", `[1]`, "", "message[0] must be an object (a Responses output item), not number"},
 		{"wrong type", `{"tool_calls":[{"function":{"name":true}}]}`, "", "message.tool_calls.function.name must be a string, not bool (byte offset 38"},
 		{"other role", `{"role":"user","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]}`, "", `message.role is "user"`},
 		{"anthropic content type", `{"role":"assistant","content":7}`, "anthropic", "message.content must be a string or an array of content blocks, not a number"},
@@ -171,13 +172,13 @@ func TestReplyShapes(t *testing.T) {
 }
 
 func TestParseOptions(t *testing.T) {
-	for _, s := range []string{"", "openai", "anthropic"} {
+	for _, s := range []string{"", "openai", "anthropic", "responses", "gemini"} {
 		if _, err := ParseFormat(s); err != nil {
 			t.Errorf("ParseFormat(%q): %v", s, err)
 		}
 	}
-	if _, err := ParseFormat("gemini"); err == nil {
-		t.Error("ParseFormat(gemini) succeeded")
+	if _, err := ParseFormat("vertex"); err == nil {
+		t.Error("ParseFormat(vertex) succeeded")
 	}
 	for s, want := range map[string]Shape{"": ShapeOpenAI, "openai": ShapeOpenAI, "openai-strict": ShapeOpenAIStrict} {
 		if got, err := ParseReply(s); err != nil || got != want {
@@ -192,5 +193,17 @@ func TestParseOptions(t *testing.T) {
 	}
 	if got := ReplyShape("", ShapeOpenAIStrict); got != ShapeOpenAIStrict {
 		t.Errorf("ReplyShape(openai, strict) = %q", got)
+	}
+	for _, c := range []struct {
+		f    Format
+		r    Shape
+		want Shape
+	}{
+		{FormatResponses, ShapeOpenAI, ShapeResponses}, {FormatResponses, ShapeOpenAIStrict, ShapeResponsesStrict},
+		{FormatResponses, "", ShapeResponses}, {FormatGemini, ShapeOpenAIStrict, ShapeGemini}, {FormatGemini, "", ShapeGemini},
+	} {
+		if got := ReplyShape(c.f, c.r); got != c.want {
+			t.Errorf("ReplyShape(%s, %q) = %q, want %q", c.f, c.r, got, c.want)
+		}
 	}
 }
