@@ -150,83 +150,13 @@ func TestProviderSchemaRules(t *testing.T) {
 	}
 }
 
-// Keywords each converted format may hold (providerschema.go's lists, as
-// the providers document them): what checkSubset allows.
-var subsets = map[ToolsFormat][]string{
-	ToolsOpenAIStrict: strictKeywords,
-	ToolsResponses:    strictKeywords,
-	ToolsGemini:       geminiKeywords,
-}
-
-// checkSubset fails t if schema holds a keyword outside format's subset,
-// or breaks one of its structural rules: strict objects forbid extra
-// properties and require every property; Gemini types are single names
-// of its enum.
+// checkSubset fails t if schema breaks format's rules (SubsetViolations).
 func checkSubset(t *testing.T, format ToolsFormat, schema json.RawMessage) {
 	t.Helper()
-	allowed, ok := subsets[format]
-	if !ok {
-		return
-	}
-	var v any
-	if err := json.Unmarshal(schema, &v); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range subsetViolations(format, allowed, v, "") {
+	for _, p := range SubsetViolations(format, schema) {
 		t.Errorf("%s: %s", format, p)
 	}
 }
-
-func subsetViolations(format ToolsFormat, allowed []string, v any, path string) []string {
-	n, ok := v.(map[string]any)
-	if !ok {
-		return []string{path + " is not a schema object"}
-	}
-	var out []string
-	for k := range n {
-		if !contains(allowed, k) {
-			out = append(out, path+" has "+k)
-		}
-	}
-	if format == ToolsGemini {
-		if ty, ok := n["type"]; ok {
-			if s, ok := ty.(string); !ok || !contains([]string{"STRING", "NUMBER", "INTEGER", "BOOLEAN", "OBJECT", "ARRAY", "NULL"}, s) {
-				out = append(out, path+" has type "+strings.TrimSpace(jsonString(ty)))
-			}
-		}
-	}
-	if props, ok := n["properties"].(map[string]any); ok {
-		if format.Strict() {
-			req, _ := n["required"].([]any)
-			if n["additionalProperties"] != false || len(req) != len(props) {
-				out = append(out, path+" is an object that is not strict")
-			}
-		}
-		for k, p := range props {
-			out = append(out, subsetViolations(format, allowed, p, path+"/properties/"+k)...)
-		}
-	}
-	if it, ok := n["items"]; ok {
-		out = append(out, subsetViolations(format, allowed, it, path+"/items")...)
-	}
-	if alts, ok := n["anyOf"].([]any); ok {
-		for _, a := range alts {
-			out = append(out, subsetViolations(format, allowed, a, path+"/anyOf")...)
-		}
-	}
-	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func jsonString(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 // TestStrictArgs: in a strict format a null for an optional property that
 // does not take null is dropped before validation, wherever it nests; a
