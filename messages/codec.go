@@ -219,32 +219,63 @@ func (a *Assistant) convert(f Format, prefix string) (*AssistantMessage, error) 
 	return AssistantFromOpenAI(a.Role, a.Content, a.ToolCalls, prefix)
 }
 
-// ClientTool declares a client tool in either format: OpenAI's function
-// tool {"type":"function","function":{"name","description","parameters"}}
-// or Anthropic's {"name","description","input_schema"}.
+// ClientTool declares a client tool in any format: the chat-completions
+// function tool {"type":"function","function":{"name","description",
+// "parameters"}}, the Responses API's flat one {"type":"function","name",
+// "description","parameters"}, Anthropic's {"name","description",
+// "input_schema"}, a Gemini FunctionDeclaration {"name","description",
+// "parameters"|"parametersJsonSchema"} or a Gemini Tool
+// {"functionDeclarations":[…]} holding several.
 type ClientTool struct {
 	Type     string              `json:"type"`
 	Function *OpenAIFunctionSpec `json:"function"`
-	// Anthropic's shape.
+	// Anthropic's, the Responses API's and Gemini's shapes.
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"input_schema"`
-	// CacheControl is accepted and not used.
+	// Parameters is JSON Schema in the Responses shape, Gemini's OpenAPI
+	// subset in a FunctionDeclaration (upper-case types, nullable).
+	Parameters           json.RawMessage `json:"parameters"`
+	ParametersJSONSchema json.RawMessage `json:"parametersJsonSchema"`
+	FunctionDeclarations []ClientTool    `json:"functionDeclarations"`
+	// CacheControl and Strict are accepted and not used.
 	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+	Strict       json.RawMessage `json:"strict,omitempty"`
 }
 
-// ToolSpecs converts client tools declared in either format. A tool with
-// input_schema and no function is in Anthropic's shape.
+// ToolSpecs converts client tools declared in any of ClientTool's shapes,
+// told apart by their fields: function (chat completions), input_schema
+// (Anthropic), type "function" with parameters (Responses),
+// functionDeclarations or parametersJsonSchema, or parameters without a
+// type (Gemini).
 func ToolSpecs(tools []ClientTool) ([]*ToolSpec, error) {
 	out := make([]*ToolSpec, 0, len(tools))
 	for i, ct := range tools {
+		if ct.FunctionDeclarations != nil {
+			if ct.Function != nil || ct.Name != "" || present(ct.Parameters) || len(ct.InputSchema) > 0 {
+				return nil, fmt.Errorf("client_tools[%d] mixes the shapes: a Gemini Tool holds only functionDeclarations", i)
+			}
+			for j, d := range ct.FunctionDeclarations {
+				spec, err := toolSpecFromGemini(fmt.Sprintf("%d].functionDeclarations[%d", i, j), d)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, spec)
+			}
+			continue
+		}
 		var (
 			spec *ToolSpec
 			err  error
 		)
-		if ct.Function == nil && len(ct.InputSchema) > 0 {
+		switch {
+		case ct.Function == nil && len(ct.InputSchema) > 0:
 			spec, err = toolSpecFromAnthropic(i, ct)
-		} else {
+		case ct.Function == nil && ct.Type == "function" && ct.Name != "":
+			spec, err = toolSpecFromResponses(i, ct)
+		case ct.Function == nil && ct.Type == "" && ct.Name != "" && (present(ct.Parameters) || present(ct.ParametersJSONSchema)):
+			spec, err = toolSpecFromGemini(fmt.Sprint(i), ct)
+		default:
 			if ct.Function != nil && (ct.Name != "" || ct.Description != "") {
 				return nil, fmt.Errorf(`client_tools[%d] mixes the shapes: OpenAI's is {"type":"function","function":{"name","description","parameters"}}, Anthropic's {"name","description","input_schema"}`, i)
 			}
@@ -256,6 +287,16 @@ func ToolSpecs(tools []ClientTool) ([]*ToolSpec, error) {
 		out = append(out, spec)
 	}
 	return out, nil
+}
+
+// toolSpecFromResponses converts client_tools[i] in the Responses API's
+// flat function-tool shape.
+func toolSpecFromResponses(i int, ct ClientTool) (*ToolSpec, error) {
+	params, err := schemaText(ct.Parameters, "parameters", i)
+	if err != nil {
+		return nil, err
+	}
+	return &ToolSpec{Name: ct.Name, Description: ct.Description, Parameters: params}, nil
 }
 
 // schemaText compacts a tool's JSON Schema; absent or null is "".

@@ -138,3 +138,134 @@ func GeminiReply(ms []*ToolMessage, names []string) GeminiContent {
 	}
 	return out
 }
+
+// toolSpecFromGemini converts client_tools[at], a Gemini
+// FunctionDeclaration: parametersJsonSchema is JSON Schema as it is;
+// parameters, in Gemini's OpenAPI subset, becomes JSON Schema (GeminiSchema).
+func toolSpecFromGemini(at string, ct ClientTool) (*ToolSpec, error) {
+	if ct.Name == "" {
+		return nil, fmt.Errorf("client_tools[%s].name is empty", at)
+	}
+	if present(ct.Parameters) && present(ct.ParametersJSONSchema) {
+		return nil, fmt.Errorf("client_tools[%s] has both parameters and parametersJsonSchema: Gemini takes one", at)
+	}
+	raw := ct.ParametersJSONSchema
+	if present(ct.Parameters) {
+		var err error
+		if raw, err = GeminiSchema(ct.Parameters); err != nil {
+			return nil, fmt.Errorf("client_tools[%s].parameters: %w", at, err)
+		}
+	}
+	params := ""
+	if present(raw) {
+		var b bytes.Buffer
+		if err := json.Compact(&b, raw); err != nil {
+			return nil, fmt.Errorf("client_tools[%s]: %w", at, err)
+		}
+		if b.Len() == 0 || b.Bytes()[0] != '{' {
+			return nil, fmt.Errorf("client_tools[%s]: the parameters must be a schema object, not %s", at, JSONKind(b.Bytes()))
+		}
+		params = b.String()
+	}
+	return &ToolSpec{Name: ct.Name, Description: ct.Description, Parameters: params}, nil
+}
+
+// GeminiSchema turns a schema in Gemini's OpenAPI subset (the Schema of a
+// FunctionDeclaration's parameters) into JSON Schema: type names in lower
+// case, nullable as a "null" type (or a null enum value), the int64
+// bounds Gemini writes as strings as numbers, example as examples;
+// propertyOrdering is dropped.
+func GeminiSchema(raw json.RawMessage) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	out, err := geminiToJSONSchema(v, 0)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}
+
+// maxGeminiSchemaDepth bounds the nesting GeminiSchema follows.
+const maxGeminiSchemaDepth = 64
+
+func geminiToJSONSchema(v any, depth int) (any, error) {
+	if depth > maxGeminiSchemaDepth {
+		return nil, fmt.Errorf("the schema nests deeper than %d levels", maxGeminiSchemaDepth)
+	}
+	n, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("a schema must be an object, not %T", v)
+	}
+	out := make(map[string]any, len(n))
+	for k, x := range n {
+		switch k {
+		case "type":
+			s, ok := x.(string)
+			if !ok {
+				return nil, fmt.Errorf("type must be a string")
+			}
+			out[k] = strings.ToLower(s)
+		case "minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties":
+			s := fmt.Sprint(x)
+			if _, err := json.Number(s).Int64(); err != nil {
+				return nil, fmt.Errorf("%s must be an integer, not %q", k, ClipText(s, 40))
+			}
+			out[k] = json.Number(s)
+		case "properties":
+			props, ok := x.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("properties must be an object")
+			}
+			conv := make(map[string]any, len(props))
+			for name, p := range props {
+				c, err := geminiToJSONSchema(p, depth+1)
+				if err != nil {
+					return nil, fmt.Errorf("properties.%s: %w", name, err)
+				}
+				conv[name] = c
+			}
+			out[k] = conv
+		case "items":
+			c, err := geminiToJSONSchema(x, depth+1)
+			if err != nil {
+				return nil, fmt.Errorf("items: %w", err)
+			}
+			out[k] = c
+		case "anyOf":
+			alts, ok := x.([]any)
+			if !ok {
+				return nil, fmt.Errorf("anyOf must be an array")
+			}
+			conv := make([]any, len(alts))
+			for i, a := range alts {
+				c, err := geminiToJSONSchema(a, depth+1)
+				if err != nil {
+					return nil, fmt.Errorf("anyOf[%d]: %w", i, err)
+				}
+				conv[i] = c
+			}
+			out[k] = conv
+		case "example":
+			out["examples"] = []any{x}
+		case "nullable", "propertyOrdering":
+		default:
+			out[k] = x
+		}
+	}
+	if n["nullable"] == true {
+		if t, ok := out["type"].(string); ok {
+			out["type"] = []any{t, "null"}
+		}
+		if e, ok := out["enum"].([]any); ok {
+			out["enum"] = append(e, nil)
+		}
+	}
+	if out["format"] == "enum" {
+		delete(out, "format")
+	}
+	return out, nil
+}

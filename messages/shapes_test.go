@@ -265,3 +265,42 @@ func TestReplyShapesResponsesAndGemini(t *testing.T) {
 		t.Errorf("GeminiResult name %q, want read_files", got)
 	}
 }
+
+func TestToolSpecsResponsesAndGemini(t *testing.T) {
+	raw := `[{"type":"function","name":"r","description":"R.","parameters":{"type":"object","properties":{"q":{"type":"string"}}},"strict":true},` +
+		`{"name":"g","description":"G.","parameters":{"type":"OBJECT","properties":{"n":{"type":"INTEGER","nullable":true},` +
+		`"tags":{"type":"ARRAY","items":{"type":"STRING","enum":["a","b"],"format":"enum"},"maxItems":"3"}},"required":["tags"],"propertyOrdering":["n","tags"]}},` +
+		`{"functionDeclarations":[{"name":"j","parametersJsonSchema":{"type":"object","properties":{"x":{"type":["string","null"]}}}},{"name":"none"}]}]`
+	var tools []ClientTool
+	if err := json.Unmarshal([]byte(raw), &tools); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ToolSpecs(tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*ToolSpec{
+		{Name: "r", Description: "R.", Parameters: `{"type":"object","properties":{"q":{"type":"string"}}}`},
+		{Name: "g", Description: "G.", Parameters: `{"properties":{"n":{"type":["integer","null"]},"tags":{"items":{"enum":["a","b"],"type":"string"},"maxItems":3,"type":"array"}},"required":["tags"],"type":"object"}`},
+		{Name: "j", Parameters: `{"type":"object","properties":{"x":{"type":["string","null"]}}}`},
+		{Name: "none"},
+	}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("specs (-want +got):\n%s", diff)
+	}
+	for _, bad := range []struct{ raw, want string }{
+		{`[{"name":"g","parameters":{"type":"OBJECT"},"parametersJsonSchema":{}}]`, "has both parameters and parametersJsonSchema"},
+		{`[{"name":"g","parameters":{"type":"ARRAY","maxItems":"many"}}]`, `client_tools[0].parameters: maxItems must be an integer, not "many"`},
+		{`[{"functionDeclarations":[{"parameters":{"type":"OBJECT"}}]}]`, "client_tools[0].functionDeclarations[0].name is empty"},
+		{`[{"name":"x","functionDeclarations":[]}]`, "a Gemini Tool holds only functionDeclarations"},
+		{`[{"type":"function","name":"r","parameters":"x"}]`, "client_tools[0].parameters must be a JSON Schema object"},
+	} {
+		var ts []ClientTool
+		if err := json.Unmarshal([]byte(bad.raw), &ts); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ToolSpecs(ts); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("ToolSpecs(%s) = %v, want an error containing %q", bad.raw, err, bad.want)
+		}
+	}
+}
