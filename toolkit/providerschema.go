@@ -79,7 +79,7 @@ func ParseToolsFormat(s string) (ToolsFormat, error) {
 	for i, f := range ToolsFormats {
 		names[i] = string(f)
 	}
-	return "", fmt.Errorf("tools format must be one of %s, not %q", strings.Join(names, ", "), clip(s, 40))
+	return "", fmt.Errorf("tools format must be one of %s, not %q", strings.Join(names, ", "), clipText(s, 40))
 }
 
 // Strict reports whether f is a strict format, whose optional properties
@@ -205,7 +205,7 @@ func (c *converter) inline(v any, path string, depth int) (any, error) {
 		if r, ok := t.get("$ref"); ok {
 			ref, _ := r.(string)
 			if slices.Contains(c.refs, ref) {
-				return nil, c.refuse(path, "$ref %q refers to itself (a recursive schema)", clip(ref, 80))
+				return nil, c.refuse(path, "$ref %q refers to itself (a recursive schema)", clipText(ref, 80))
 			}
 			target, err := c.resolve(ref, path)
 			if err != nil {
@@ -219,7 +219,7 @@ func (c *converter) inline(v any, path string, depth int) (any, error) {
 			}
 			merged, ok := in.(*jsonObject)
 			if !ok {
-				return nil, c.refuse(path, "$ref %q does not point to a schema object", clip(ref, 80))
+				return nil, c.refuse(path, "$ref %q does not point to a schema object", clipText(ref, 80))
 			}
 			for _, k := range t.keys {
 				if k == "$ref" {
@@ -256,7 +256,7 @@ func (c *converter) inline(v any, path string, depth int) (any, error) {
 // pointer into the document).
 func (c *converter) resolve(ref, path string) (any, error) {
 	if !strings.HasPrefix(ref, "#") {
-		return nil, c.refuse(path, "$ref %q is not a reference inside the schema", clip(ref, 80))
+		return nil, c.refuse(path, "$ref %q is not a reference inside the schema", clipText(ref, 80))
 	}
 	var cur any = c.doc
 	ptr := strings.TrimPrefix(ref, "#")
@@ -264,16 +264,16 @@ func (c *converter) resolve(ref, path string) (any, error) {
 		return cur, nil
 	}
 	if !strings.HasPrefix(ptr, "/") {
-		return nil, c.refuse(path, "$ref %q is an anchor, not a JSON pointer", clip(ref, 80))
+		return nil, c.refuse(path, "$ref %q is an anchor, not a JSON pointer", clipText(ref, 80))
 	}
 	for _, tok := range strings.Split(ptr[1:], "/") {
 		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
 		o, ok := cur.(*jsonObject)
 		if !ok {
-			return nil, c.refuse(path, "$ref %q points nowhere", clip(ref, 80))
+			return nil, c.refuse(path, "$ref %q points nowhere", clipText(ref, 80))
 		}
 		if cur, ok = o.get(tok); !ok {
-			return nil, c.refuse(path, "$ref %q points nowhere", clip(ref, 80))
+			return nil, c.refuse(path, "$ref %q points nowhere", clipText(ref, 80))
 		}
 	}
 	return cur, nil
@@ -481,6 +481,48 @@ func jsonEqual(a, b any) bool {
 	return err1 == nil && err2 == nil && string(x) == string(y)
 }
 
+// typesOf returns the types node n declares, after the one narrowing the
+// conversion allows: a free-form object beside a string leaves the string,
+// which carries the object as JSON text (noted in the description).
+func (c *converter) typesOf(n *jsonObject, path string, notes *[]string) ([]string, error) {
+	ts, ok := types(n)
+	if !ok {
+		return nil, c.refuse(path, "type must name JSON Schema types")
+	}
+	if slices.Contains(ts, "object") && slices.Contains(ts, "string") && freeForm(n) {
+		ts = slices.DeleteFunc(slices.Clone(ts), func(t string) bool { return t == "object" })
+		for _, k := range keywordsOf["object"] {
+			n.del(k)
+		}
+		*notes = append(*notes, "an object is given as its JSON text")
+		n.set("type", typeValue(ts))
+	}
+	return ts, nil
+}
+
+// alternatives converts each alternative of n's anyOf with conv.
+func (c *converter) alternatives(n *jsonObject, path string, conv func(*jsonObject, string) (*jsonObject, error)) error {
+	alts, ok := n.get("anyOf")
+	if !ok {
+		return nil
+	}
+	list, _ := alts.([]any)
+	out := make([]any, len(list))
+	for i, a := range list {
+		at := fmt.Sprintf("%s/anyOf/%d", path, i)
+		o, ok := a.(*jsonObject)
+		if !ok {
+			return c.refuse(at, "an alternative must be a schema object")
+		}
+		var err error
+		if out[i], err = conv(o, at); err != nil {
+			return err
+		}
+	}
+	n.set("anyOf", out)
+	return nil
+}
+
 // strictFormats are the formats OpenAI's strict mode asserts.
 var strictFormats = []string{"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
 
@@ -497,18 +539,9 @@ func (c *converter) strict(n *jsonObject, path string, plan *nullPlan, root bool
 	if err != nil {
 		return nil, err
 	}
-	ts, ok := types(n)
-	if !ok {
-		return nil, c.refuse(path, "type must name JSON Schema types")
-	}
-	// A free-form object beside a string: the string carries it.
-	if slices.Contains(ts, "object") && slices.Contains(ts, "string") && freeForm(n) {
-		ts = slices.DeleteFunc(slices.Clone(ts), func(t string) bool { return t == "object" })
-		for _, k := range keywordsOf["object"] {
-			n.del(k)
-		}
-		notes = append(notes, "an object is given as its JSON text")
-		n.set("type", typeValue(ts))
+	ts, err := c.typesOf(n, path, &notes)
+	if err != nil {
+		return nil, err
 	}
 	if nonNull := slices.DeleteFunc(slices.Clone(ts), func(t string) bool { return t == "null" }); len(nonNull) > 1 {
 		split := splitTypes(n, nonNull)
@@ -519,22 +552,13 @@ func (c *converter) strict(n *jsonObject, path string, plan *nullPlan, root bool
 		describe(split, notes)
 		return c.strict(split, path, plan, root)
 	}
-	if alts, ok := n.get("anyOf"); ok {
-		if root {
-			return nil, c.refuse(path, "anyOf at the root cannot be expressed in strict mode")
-		}
-		list, _ := alts.([]any)
-		out := make([]any, len(list))
-		for i, a := range list {
-			o, ok := a.(*jsonObject)
-			if !ok {
-				return nil, c.refuse(fmt.Sprintf("%s/anyOf/%d", path, i), "an alternative must be a schema object")
-			}
-			if out[i], err = c.strict(o, fmt.Sprintf("%s/anyOf/%d", path, i), plan, false); err != nil {
-				return nil, err
-			}
-		}
-		n.set("anyOf", out)
+	if root && n.has("anyOf") {
+		return nil, c.refuse(path, "anyOf at the root cannot be expressed in strict mode")
+	}
+	if err := c.alternatives(n, path, func(o *jsonObject, at string) (*jsonObject, error) {
+		return c.strict(o, at, plan, false)
+	}); err != nil {
+		return nil, err
 	}
 	if f, ok := n.get("format"); ok {
 		if s, _ := f.(string); !slices.Contains(strictFormats, s) {
@@ -608,7 +632,7 @@ func (c *converter) strictObject(n *jsonObject, path string, plan *nullPlan, roo
 		for _, x := range list {
 			s, _ := x.(string)
 			if !props.has(s) {
-				return c.refuse(path, "required property %q is not declared in properties", clip(s, 64))
+				return c.refuse(path, "required property %q is not declared in properties", clipText(s, 64))
 			}
 			required[s] = true
 		}
@@ -721,17 +745,9 @@ func (c *converter) gemini(n *jsonObject, path string) (*jsonObject, error) {
 	if list, _ := ex.([]any); hasEx && len(list) > 0 {
 		n.set("example", list[0])
 	}
-	ts, ok := types(n)
-	if !ok {
-		return nil, c.refuse(path, "type must name JSON Schema types")
-	}
-	if slices.Contains(ts, "object") && slices.Contains(ts, "string") && freeForm(n) {
-		ts = slices.DeleteFunc(slices.Clone(ts), func(t string) bool { return t == "object" })
-		for _, k := range keywordsOf["object"] {
-			n.del(k)
-		}
-		notes = append(notes, "an object is given as its JSON text")
-		n.set("type", typeValue(ts))
+	ts, err := c.typesOf(n, path, &notes)
+	if err != nil {
+		return nil, err
 	}
 	nullable := slices.Contains(ts, "null") && len(ts) > 1
 	nonNull := slices.DeleteFunc(slices.Clone(ts), func(t string) bool { return t == "null" })
@@ -803,19 +819,8 @@ func (c *converter) gemini(n *jsonObject, path string) (*jsonObject, error) {
 			n.set(k, fmt.Sprint(v))
 		}
 	}
-	if alts, ok := n.get("anyOf"); ok {
-		list, _ := alts.([]any)
-		out := make([]any, len(list))
-		for i, a := range list {
-			o, ok := a.(*jsonObject)
-			if !ok {
-				return nil, c.refuse(fmt.Sprintf("%s/anyOf/%d", path, i), "an alternative must be a schema object")
-			}
-			if out[i], err = c.gemini(o, fmt.Sprintf("%s/anyOf/%d", path, i)); err != nil {
-				return nil, err
-			}
-		}
-		n.set("anyOf", out)
+	if err := c.alternatives(n, path, c.gemini); err != nil {
+		return nil, err
 	}
 	switch t {
 	case "object":
@@ -851,7 +856,7 @@ func (c *converter) gemini(n *jsonObject, path string) (*jsonObject, error) {
 		if r, ok := n.get("required"); ok {
 			for _, x := range r.([]any) {
 				if p, _ := n.get("properties"); p == nil || !p.(*jsonObject).has(fmt.Sprint(x)) {
-					return nil, c.refuse(path, "required property %q is not declared in properties", clip(fmt.Sprint(x), 64))
+					return nil, c.refuse(path, "required property %q is not declared in properties", clipText(fmt.Sprint(x), 64))
 				}
 			}
 		}
@@ -881,15 +886,4 @@ func (c *converter) gemini(n *jsonObject, path string) (*jsonObject, error) {
 	}
 	describe(n, notes)
 	return n, nil
-}
-
-// clip shortens s for a message.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }

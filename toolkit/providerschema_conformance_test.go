@@ -15,9 +15,9 @@ import (
 
 // sharedTool is a tool of the shared test data with its expected calls.
 type sharedTool struct {
-	source, name, description string
-	schema                    json.RawMessage
-	calls                     []string // arguments as JSON text
+	source, name string
+	schema       json.RawMessage
+	calls        []string // arguments as JSON text
 }
 
 // sharedTools reads the BFCL and τ-bench tools and their calls, in a
