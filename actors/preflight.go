@@ -189,6 +189,11 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 	// 3. Unwrap run_tool.
 	viaRunTool := false
 	if p.name == toolkit.RunToolName {
+		if rt, ok := in.view.Lookup(toolkit.RunToolName); ok {
+			if args, err = in.view.StrictArgs(rt, args, in.cfg.Limits); err != nil {
+				return a.decide(p, toolkit.StatusInvalidArgs, "not run: "+err.Error()), false
+			}
+		}
 		name, inner, err := toolkit.UnwrapRunTool(args, in.cfg.Limits)
 		if err != nil {
 			return a.decide(p, toolkit.StatusInvalidArgs, "not run: "+err.Error()), false
@@ -202,6 +207,12 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 		return a.decide(p, toolkit.StatusUnknownTool, unknownToolText(p.name, in.view)), false
 	}
 	p.tool = tool
+	// In a strict tools format a null for an optional property means it
+	// is absent: the full schema judges what the model meant.
+	if args, err = in.view.StrictArgs(tool, args, in.cfg.Limits); err != nil {
+		return a.decide(p, toolkit.StatusInvalidArgs, "not run: "+err.Error()), false
+	}
+	p.args = args
 	schema, err := in.cfg.Registry.Schemas.Compile(tool.Schema)
 	if err != nil {
 		return a.decide(p, toolkit.StatusError, "not run: the tool's schema does not compile: "+err.Error()), false

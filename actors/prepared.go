@@ -45,11 +45,15 @@ func prepare(cfg *Config, t *messages.DispatchTurn) (*Prepared, error) {
 	for _, s := range t.ClientTools {
 		client = append(client, toolkit.ClientToolFromSpec(s.GetName(), s.GetDescription(), s.GetParameters()))
 	}
+	format, err := toolkit.ParseToolsFormat(t.ToolsFormat)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tools_format: %w", ErrBadRequest, err)
+	}
 	view, err := toolkit.NewView(cfg.Registry, cmp.Or(t.Provider, defaultProvider), client, cfg.exclude(t.Exclude))
 	if err != nil {
 		return nil, fmt.Errorf("%w: client_tools: %w", ErrBadRequest, err)
 	}
-	return &Prepared{turn: t, view: view, policy: policy}, nil
+	return &Prepared{turn: t, view: view.WithFormat(format), policy: policy}, nil
 }
 
 // preparedTurns hands what Dispatch prepared to the turn actor of the same

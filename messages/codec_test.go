@@ -2,6 +2,7 @@ package messages
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,9 +11,6 @@ import (
 )
 
 func TestConvertAssistant(t *testing.T) {
-	call := func(id, name, args string) *ToolCall {
-		return &ToolCall{Id: id, Type: "function", Function: &FunctionCall{Name: name, Arguments: args}}
-	}
 	tests := []struct {
 		name       string
 		raw        string
@@ -50,14 +48,54 @@ func TestConvertAssistant(t *testing.T) {
 			want:       &AssistantMessage{Role: "assistant", Content: "hi"},
 			wantFormat: FormatOpenAI,
 		},
+		{
+			name: "Responses output items, detected from the array",
+			raw: `[{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"…"}],"encrypted_content":"x"},` +
+				`{"type":"message","id":"msg_1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Looking.","annotations":[]},{"type":"refusal","refusal":"no"}]},` +
+				`{"type":"function_call","id":"fc_1","call_id":"call_a","name":"read_files","arguments":"{\"paths\": [\"a\"], \"paths\": []}","status":"completed"},` +
+				`{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"q"}},` +
+				`{"type":"function_call","id":"fc_2","call_id":"call_b","name":"calculate","arguments":{"expression":"1+1"}},` +
+				`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"More."}]}]`,
+			want: &AssistantMessage{Role: "assistant", Content: "Looking.\nMore.", ToolCalls: []*ToolCall{
+				call("call_a", "read_files", `{"paths": ["a"], "paths": []}`), call("call_b", "calculate", `{"expression":"1+1"}`)}},
+			wantFormat: FormatResponses,
+		},
+		{
+			name:       "Responses without calls",
+			raw:        `[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"done"}]}]`,
+			format:     FormatResponses,
+			want:       &AssistantMessage{Role: "assistant", Content: "done"},
+			wantFormat: FormatResponses,
+		},
+		{
+			name: "Gemini content, two calls of one tool without ids, detected from parts",
+			raw: `{"role":"model","parts":[{"text":"thinking…","thought":true},{"text":"Reading both."},` +
+				`{"functionCall":{"name":"read_files","args":{"paths":["a"]}},"thoughtSignature":"c2ln"},` +
+				`{"functionCall":{"name":"read_files","args":{"paths":["b"],"paths":["c"]}}},` +
+				`{"function_call":{"id":"given","name":"calculate","args":{"expression":"2*3"}}},` +
+				`{"functionCall":{"name":"calculate","args":"{\"expression\":\"1\"}"}},{"functionCall":{"name":"f"}}]}`,
+			want: &AssistantMessage{Role: "assistant", Content: "Reading both.", ToolCalls: []*ToolCall{
+				call("call_1", "read_files", `{"paths":["a"]}`), call("call_2", "read_files", `{"paths":["b"],"paths":["c"]}`),
+				call("given", "calculate", `{"expression":"2*3"}`), call("call_4", "calculate", `"{\"expression\":\"1\"}"`),
+				call("call_5", "f", "")}},
+			wantFormat: FormatGemini,
+		},
+		{
+			name: "Gemini: a functionCall nested in args or in a functionResponse is data",
+			raw: `{"parts":[{"functionCall":{"id":"c1","name":"write_todo","args":{"functionCall":{"name":"run_command","args":{}}}}},` +
+				`{"functionResponse":{"name":"x","response":{},"parts":[{"functionCall":{"name":"run_command"}}]}}]}`,
+			want: &AssistantMessage{Role: "assistant", ToolCalls: []*ToolCall{
+				call("c1", "write_todo", `{"functionCall":{"name":"run_command","args":{}}}`)}},
+			wantFormat: FormatGemini,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a, err := DecodeAssistant([]byte(tt.raw), "")
+			a, err := DecodeAssistant([]byte(tt.raw), "message.")
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, f, err := a.Convert(tt.format, "")
+			got, f, err := a.Convert(tt.format, "message.")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,20 +110,49 @@ func TestConvertAssistant(t *testing.T) {
 }
 
 func TestConvertAssistantErrors(t *testing.T) {
+	many := func(item string, n int) string {
+		return "[" + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + "]"
+	}
 	tests := []struct{ name, raw, format, want string }{
-		{"not an object", `[1]`, "", "message must be an object"},
+		{"not an object", `"hi"`, "", "message must be an object (an assistant message), not a string"},
+		{"an array holds Responses items", `[1]`, "", "message[0] must be an object (a Responses output item), not number"},
 		{"wrong type", `{"tool_calls":[{"function":{"name":true}}]}`, "", "message.tool_calls.function.name must be a string, not bool (byte offset 38"},
 		{"other role", `{"role":"user","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]}`, "", `message.role is "user"`},
 		{"anthropic content type", `{"role":"assistant","content":7}`, "anthropic", "message.content must be a string or an array of content blocks, not a number"},
 		{"anthropic block field", `{"content":[{"type":"tool_use","name":["f"]}]}`, "anthropic", "message.content[].name must be a string"},
 		{"anthropic with tool_calls", `{"tool_calls":[{"id":"c"}],"content":[{"type":"tool_use"}]}`, "anthropic", "tool_calls is the OpenAI shape"},
 		{"bad input JSON is caught by the decoder", `{"content":[{"type":"tool_use","input":{"a":}}]}`, "", "invalid character"},
+		{"custom tool call", `[{"type":"custom_tool_call","call_id":"c","name":"grammar","input":"free text"}]`, "",
+			`message[0] is a custom_tool_call ("grammar"): custom (free-text) tools are not supported`},
+		{"item not an object", `[{"type":"function_call"},"x"]`, "", "message[1] must be an object (a Responses output item), not string"},
+		{"call_id not a string", `[{"type":"function_call","call_id":5}]`, "", "message[0].call_id must be a string, not number"},
+		{"arguments not JSON text", `[{"type":"function_call","arguments":"x"},{"type":"function_call","arguments":1}]`, "responses", ""},
+		{"a user message item", `[{"type":"message","role":"user","content":"hi"}]`, "", `message[0].role is "user"`},
+		{"too many items", many(`{}`, MaxMessageItems+1), "", fmt.Sprintf("message has more than %d output items", MaxMessageItems)},
+		{"responses named, object given", `{"role":"assistant","tool_calls":[]}`, "responses", "message must be an array of Responses output items"},
+		{"openai named, array given", `[]`, "openai", "message is an array, the shape of Responses output items"},
+		{"gemini user role", `{"role":"user","parts":[{"text":"hi"}]}`, "", `message.role is "user": a turn is the model's content`},
+		{"gemini parts not an array", `{"parts":{"functionCall":{}}}`, "", "message.parts must be an array of parts, not an object"},
+		{"gemini part not an object", `{"parts":[7]}`, "", "message.parts[0] must be an object (a Gemini part), not number"},
+		{"gemini name not a string", `{"parts":[{"functionCall":{"name":7}}]}`, "", "message.parts[0].functionCall.name must be a string, not number"},
+		{"gemini both spellings", `{"parts":[{"functionCall":{"name":"a"},"function_call":{"name":"b"}}]}`, "", "has both functionCall and function_call"},
+		{"gemini too many parts", `{"parts":` + many(`{}`, MaxMessageItems+1) + `}`, "", fmt.Sprintf("message.parts has more than %d parts", MaxMessageItems)},
+		{"gemini named, OpenAI given", `{"tool_calls":[]}`, "gemini", "tool_calls and content are not the Gemini shape"},
+		{"parts under another format", `{"parts":[],"content":"x"}`, "", "message.parts is the Gemini shape, not the openai one"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a, err := DecodeAssistant([]byte(tt.raw), "message.")
 			if err == nil {
 				_, _, err = a.Convert(Format(tt.format), "message.")
+			}
+			if tt.want == "" {
+				// Arguments that are not an object are refused per call by
+				// the dispatcher, never for the whole message.
+				if err != nil {
+					t.Errorf("error %v, want none", err)
+				}
+				return
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %v, want one containing %q", err, tt.want)
@@ -171,13 +238,13 @@ func TestReplyShapes(t *testing.T) {
 }
 
 func TestParseOptions(t *testing.T) {
-	for _, s := range []string{"", "openai", "anthropic"} {
+	for _, s := range []string{"", "openai", "anthropic", "responses", "gemini"} {
 		if _, err := ParseFormat(s); err != nil {
 			t.Errorf("ParseFormat(%q): %v", s, err)
 		}
 	}
-	if _, err := ParseFormat("gemini"); err == nil {
-		t.Error("ParseFormat(gemini) succeeded")
+	if _, err := ParseFormat("vertex"); err == nil {
+		t.Error("ParseFormat(vertex) succeeded")
 	}
 	for s, want := range map[string]Shape{"": ShapeOpenAI, "openai": ShapeOpenAI, "openai-strict": ShapeOpenAIStrict} {
 		if got, err := ParseReply(s); err != nil || got != want {
@@ -192,5 +259,17 @@ func TestParseOptions(t *testing.T) {
 	}
 	if got := ReplyShape("", ShapeOpenAIStrict); got != ShapeOpenAIStrict {
 		t.Errorf("ReplyShape(openai, strict) = %q", got)
+	}
+	for _, c := range []struct {
+		f    Format
+		r    Shape
+		want Shape
+	}{
+		{FormatResponses, ShapeOpenAI, ShapeResponses}, {FormatResponses, ShapeOpenAIStrict, ShapeResponsesStrict},
+		{FormatResponses, "", ShapeResponses}, {FormatGemini, ShapeOpenAIStrict, ShapeGemini}, {FormatGemini, "", ShapeGemini},
+	} {
+		if got := ReplyShape(c.f, c.r); got != c.want {
+			t.Errorf("ReplyShape(%s, %q) = %q, want %q", c.f, c.r, got, c.want)
+		}
 	}
 }

@@ -80,28 +80,54 @@ func toolRole(m *ToolMessage) string {
 	return "tool"
 }
 
-// ResultJSON is one call's result in shape s: a tool message, or for
-// ShapeAnthropic a tool_result block.
+// ResultJSON is one call's result in shape s: a tool message, for
+// ShapeAnthropic a tool_result block, for the Responses shapes a
+// function_call_output item, for ShapeGemini a functionResponse part.
 func ResultJSON(m *ToolMessage, s Shape) any {
 	switch s {
 	case ShapeOpenAIStrict:
 		return StrictToolMessageJSON(m)
 	case ShapeAnthropic:
 		return AnthropicResult(m)
+	case ShapeResponses, ShapeResponsesStrict:
+		return ResponsesResult(m, s == ShapeResponsesStrict)
+	case ShapeGemini:
+		return GeminiResult(m, "")
 	}
 	return ToolMessageJSON(m)
 }
 
 // Reply is the conversation messages that hand a turn's results back in
 // shape s, in call order: one tool message per call in the OpenAI shapes,
-// one user message of tool_result blocks in Anthropic's (none when the
-// turn had no calls).
-func Reply(ms []*ToolMessage, s Shape) []any {
-	if s == ShapeAnthropic {
+// one function_call_output item per call in the Responses shapes, one user
+// message of tool_result blocks in Anthropic's, one user content of
+// functionResponse parts in Gemini's (none when the turn had no calls).
+// ReplyTo names Gemini's responses as the model named its calls.
+func Reply(ms []*ToolMessage, s Shape) []any { return ReplyTo(nil, ms, s) }
+
+// ReplyTo is Reply for the results ms of the calls of msg: a Gemini
+// functionResponse carries the name the model gave the call (a call
+// through run_tool is answered as run_tool, a name with leaked tokens as
+// sent), so Gemini pairs it. With a nil msg the results' own names are used.
+func ReplyTo(msg *AssistantMessage, ms []*ToolMessage, s Shape) []any {
+	switch s {
+	case ShapeAnthropic:
 		if len(ms) == 0 {
 			return []any{}
 		}
 		return []any{AnthropicReply(ms)}
+	case ShapeGemini:
+		if len(ms) == 0 {
+			return []any{}
+		}
+		var names []string
+		if calls := msg.GetToolCalls(); len(calls) == len(ms) {
+			names = make([]string, len(calls))
+			for i, c := range calls {
+				names[i] = c.GetFunction().GetName()
+			}
+		}
+		return []any{GeminiReply(ms, names)}
 	}
 	out := make([]any, len(ms))
 	for i, m := range ms {

@@ -374,8 +374,14 @@ type DispatchTurn struct {
 	// traceparent and tracestate are the caller's W3C trace context
 	// (https://www.w3.org/TR/trace-context/): the turn's span is its child.
 	// Empty: the turn starts a trace of its own. An unparsable value is ignored.
-	Traceparent   string `protobuf:"bytes,12,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
-	Tracestate    string `protobuf:"bytes,13,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	Traceparent string `protobuf:"bytes,12,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate  string `protobuf:"bytes,13,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	// tools_format is the shape and schema subset of the tools array the
+	// model was given: "openai" (the default), "openai-strict",
+	// "responses", "anthropic" or "gemini". find_tools hands schemas out in
+	// it, and in the strict ones (openai-strict, responses) a null for an
+	// optional property means the property is absent.
+	ToolsFormat   string `protobuf:"bytes,14,opt,name=tools_format,json=toolsFormat,proto3" json:"tools_format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -497,6 +503,13 @@ func (x *DispatchTurn) GetTraceparent() string {
 func (x *DispatchTurn) GetTracestate() string {
 	if x != nil {
 		return x.Tracestate
+	}
+	return ""
+}
+
+func (x *DispatchTurn) GetToolsFormat() string {
+	if x != nil {
+		return x.ToolsFormat
 	}
 	return ""
 }
@@ -1388,7 +1401,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
 	"\n" +
 	"parameters\x18\x03 \x01(\tR\n" +
-	"parameters\"\xc1\x03\n" +
+	"parameters\"\xe4\x03\n" +
 	"\fDispatchTurn\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03run\x18\x02 \x01(\tR\x03run\x12\x1a\n" +
@@ -1406,7 +1419,8 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\vtraceparent\x18\f \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\r \x01(\tR\n" +
-	"tracestate\"\x87\x01\n" +
+	"tracestate\x12!\n" +
+	"\ftools_format\x18\x0e \x01(\tR\vtoolsFormat\"\x87\x01\n" +
 	"\n" +
 	"CancelTurn\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1d\n" +

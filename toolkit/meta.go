@@ -58,6 +58,10 @@ type foundTool struct {
 	Parameters  json.RawMessage `json:"parameters"`
 	// SchemaError: the tool cannot be called, its schema does not compile.
 	SchemaError string `json:"schema_error,omitempty"`
+	// NotInFormat: why the schema cannot be given in the run's tools
+	// format (Parameters is then the tool's own schema). The tool can
+	// still be called through run_tool.
+	NotInFormat string `json:"not_in_format,omitempty"`
 }
 
 func findTools(_ context.Context, c *Call) (Result, error) {
@@ -101,7 +105,8 @@ func findTools(_ context.Context, c *Call) (Result, error) {
 	}{Tools: []foundTool{}}
 	var fetched []string
 	for _, t := range picked {
-		out.Tools = append(out.Tools, foundTool{t.Name, t.Description, t.Schema, t.SchemaError})
+		params, why := c.View.FoundSchema(t)
+		out.Tools = append(out.Tools, foundTool{t.Name, t.Description, params, t.SchemaError, why})
 		if t.SchemaError == "" {
 			fetched = append(fetched, t.Name)
 		}

@@ -65,22 +65,26 @@ type FunctionTool struct {
 	Function FunctionSpec `json:"function"`
 }
 
-// FunctionSpec is the function part of a FunctionTool.
+// FunctionSpec is the function part of a FunctionTool. Strict is set in
+// ToolsOpenAIStrict only.
 type FunctionSpec struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
+	Strict      *bool           `json:"strict,omitempty"`
 }
 
 // View is the set of tools one run can see: the registry less the tools the
-// run excludes, plus the run's client tools, as one provider gets them.
-// Immutable after NewView; safe for concurrent use.
+// run excludes, plus the run's client tools, as one provider gets them, in
+// one tools format (WithFormat). Immutable after NewView; safe for
+// concurrent use.
 type View struct {
 	Registry *Registry
 	Provider string
 	policy   string
 	client   map[string]*Tool
 	exclude  map[string]bool
+	format   ToolsFormat
 }
 
 // NewView builds a run's view. A client tool may take the name of a
@@ -207,7 +211,9 @@ func (v *View) StartsFetched(name string) bool {
 	return v.InArray(name)
 }
 
-// Array returns the tools array the provider gets, in name order.
+// Array returns the tools array the provider gets, in name order, in the
+// OpenAI function-tool shape with the schemas as they are (ArrayIn gives
+// the other formats).
 func (v *View) Array() []FunctionTool {
 	var out []FunctionTool
 	for _, t := range v.Tools() {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
 // Flag defaults.
@@ -61,7 +62,9 @@ type options struct {
 	confirmTimeout time.Duration
 
 	// tools
-	all bool
+	all             bool
+	toolsFormat     toolkit.ToolsFormat
+	toolsFormatFlag string
 
 	// chaos plan / report
 	firstTurn int64
@@ -162,6 +165,7 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 		fs.BoolVar(&o.json, "json", false, "print JSON Lines instead of a table")
 	case "tools":
 		fs.BoolVar(&o.all, "all", false, "print every registered tool with its full schema and flags")
+		fs.StringVar(&o.toolsFormatFlag, "format", "openai", "the tools array's `FORMAT`: openai, openai-strict, responses, anthropic or gemini\n(schemas converted to what the provider accepts; those that cannot be are listed as refused)")
 	case "serve":
 		fs.StringVar(&o.addr, "addr", defaultAddr, "listen on `ADDR`; anything but loopback needs --token")
 		fs.StringVar(&o.token, "token", "", "bearer `TOKEN` every request needs (default from $TOOLDISPATCH_TOKEN)")
@@ -225,6 +229,13 @@ func (o *options) finish(e *env, workspace, data, logLevel string) error {
 	}
 	if strings.TrimSpace(o.provider) == "" {
 		return errors.New("--provider must not be empty")
+	}
+	if o.cmd == "tools" {
+		f, err := toolkit.ParseToolsFormat(o.toolsFormatFlag)
+		if err != nil {
+			return fmt.Errorf("--format: %v", err)
+		}
+		o.toolsFormat = f
 	}
 	if o.session == "" || len(o.session) > maxIDLen {
 		return fmt.Errorf("--session must have 1 to %d bytes", maxIDLen)

@@ -94,10 +94,11 @@ func (o *output) Event(ev *messages.Event) {
 	o.push(marshalLine(eventJSON(ev)))
 }
 
-// TurnReply queues the results of turn: for people one line per result;
-// as JSON Lines in shape s, one line per tool message in order, or for
-// ShapeAnthropic one line with the user message.
-func (o *output) TurnReply(turn int64, msgs []*messages.ToolMessage, s messages.Shape) {
+// TurnReply queues the results msgs of the calls of msg, turn turn: for
+// people one line per result; as JSON Lines in shape s, one line per tool
+// message or function_call_output item in order, or for ShapeAnthropic and
+// ShapeGemini one line with the user message.
+func (o *output) TurnReply(turn int64, msg *messages.AssistantMessage, msgs []*messages.ToolMessage, s messages.Shape) {
 	if o.pretty {
 		lines := make([][]byte, len(msgs))
 		for i, m := range msgs {
@@ -106,7 +107,7 @@ func (o *output) TurnReply(turn int64, msgs []*messages.ToolMessage, s messages.
 		o.push(lines...)
 		return
 	}
-	reply := messages.Reply(msgs, s)
+	reply := messages.ReplyTo(msg, msgs, s)
 	lines := make([][]byte, len(reply))
 	for i, m := range reply {
 		lines[i] = marshalLine(m)

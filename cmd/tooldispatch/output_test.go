@@ -104,11 +104,11 @@ func TestOutputKeepsOrderUnderConcurrentProducers(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	out.TurnReply(0, []*messages.ToolMessage{{ToolCallId: "a", Status: "ok"}, {ToolCallId: "b", Status: "deduped"}}, messages.ShapeOpenAI)
+	out.TurnReply(0, nil, []*messages.ToolMessage{{ToolCallId: "a", Status: "ok"}, {ToolCallId: "b", Status: "deduped"}}, messages.ShapeOpenAI)
 	if err := out.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	out.TurnReply(0, []*messages.ToolMessage{{ToolCallId: "late"}}, messages.ShapeOpenAI) // dropped after Close
+	out.TurnReply(0, nil, []*messages.ToolMessage{{ToolCallId: "late"}}, messages.ShapeOpenAI) // dropped after Close
 
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	if len(lines) != producers*perProducer+2 {
@@ -145,7 +145,7 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk ful
 
 func TestOutputReportsWriteErrors(t *testing.T) {
 	out := newOutputFor(failingWriter{}, false)
-	out.TurnReply(0, []*messages.ToolMessage{{ToolCallId: "a"}}, messages.ShapeOpenAI)
+	out.TurnReply(0, nil, []*messages.ToolMessage{{ToolCallId: "a"}}, messages.ShapeOpenAI)
 	if err := out.Close(); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("Close = %v, want the write error", err)
 	}

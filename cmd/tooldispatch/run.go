@@ -303,7 +303,7 @@ func (r *runner) dispatch(ctx context.Context, t *inputTurn) error {
 	}
 	res, err := r.stack.disp.DispatchPrepared(ctx, p)
 	if res != nil {
-		r.out.TurnReply(res.GetTurn(), res.GetMessages(), r.shape(t.Format))
+		r.out.TurnReply(res.GetTurn(), t.Message, res.GetMessages(), r.shape(t.Format))
 	}
 	switch {
 	case errors.Is(err, actors.ErrBadRequest), errors.Is(err, actors.ErrTurnIDConflict):
@@ -318,8 +318,9 @@ func (r *runner) dispatch(ctx context.Context, t *inputTurn) error {
 }
 
 // shape is the shape of the results of a turn that came in format f:
-// Anthropic's for Anthropic messages, pure OpenAI tool messages with
-// --openai-strict, OpenAI tool messages with name and status otherwise.
+// Anthropic's and Gemini's for their messages; for OpenAI messages (chat
+// completions or Responses) the strict shape with --openai-strict, the one
+// with statuses otherwise.
 func (r *runner) shape(f messages.Format) messages.Shape {
 	if r.o.openAIStrict {
 		return messages.ReplyShape(f, messages.ShapeOpenAIStrict)
@@ -351,7 +352,7 @@ func (r *runner) refuse(tr *turnRefused) {
 		msgs = append(msgs, &messages.ToolMessage{Role: "tool", ToolCallId: id, Name: tc.GetFunction().GetName(),
 			Status: string(toolkit.StatusError), Content: text})
 	}
-	r.out.TurnReply(0, msgs, r.shape(tr.turn.Format))
+	r.out.TurnReply(0, tr.turn.Message, msgs, r.shape(tr.turn.Format))
 }
 
 // request builds and prepares the DispatchTurn of t: the envelope's fields
@@ -366,6 +367,9 @@ func (r *runner) request(t *inputTurn) (*actors.Prepared, error) {
 		AutoLoadSchemas: r.stack.cfg.Dispatcher.AutoLoadSchemas,
 		Chaos:           t.Chaos,
 		Traceparent:     t.Traceparent,
+		// The tools array is in the message's format unless the envelope
+		// says otherwise (openai-strict for chat completions).
+		ToolsFormat: cmp.Or(t.ToolsFormat, string(t.Format)),
 	}
 	if t.HasAutoLoadSchemas {
 		dt.AutoLoadSchemas = t.AutoLoadSchemas

@@ -9,10 +9,13 @@ import (
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
-// toolsOutput is what "tools" prints.
+// toolsOutput is what "tools" prints: the tools array in the --format's
+// shape, the turn-context text and, in the formats that convert schemas,
+// the tools left out of the array because theirs cannot be converted.
 type toolsOutput struct {
-	Tools   []toolkit.FunctionTool `json:"tools"`
-	Context string                 `json:"context"`
+	Tools   any                   `json:"tools"`
+	Context string                `json:"context"`
+	Refused []toolkit.RefusedTool `json:"refused,omitempty"`
 }
 
 // toolInfo is one tool as "tools --all" prints it.
@@ -87,7 +90,11 @@ func (e *env) cmdTools(args []string) error {
 	if err != nil {
 		return failf(exitFailure, "building the tools view: %v", err)
 	}
-	return writeOut(writeJSON(e.stdout, toolsOutput{Tools: view.Array(), Context: view.ContextText()}))
+	tools, refused := view.ArrayIn(o.toolsFormat)
+	if o.toolsFormat == toolkit.ToolsOpenAI {
+		refused = nil // the schemas are handed out as they are
+	}
+	return writeOut(writeJSON(e.stdout, toolsOutput{Tools: tools, Context: view.ContextText(), Refused: refused}))
 }
 
 // writeOut turns an error writing stdout into exit status 3.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,10 +35,13 @@ type inputTurn struct {
 	Chaos string
 	// Traceparent is the caller's W3C trace context, "" when none.
 	Traceparent string
-	// Format is FormatAnthropic when the message came in the Anthropic
-	// shape (the envelope's format, or detected), and its results go back
-	// in it; "" for OpenAI.
+	// Format is the shape the message came in (the envelope's format, or
+	// detected), "" for OpenAI chat completions; its results go back in
+	// the matching shape.
 	Format messages.Format
+	// ToolsFormat is the envelope's tools_format, "" when absent (the
+	// message's format then names it).
+	ToolsFormat string
 
 	Message *messages.AssistantMessage
 }
@@ -57,11 +61,18 @@ type (
 		Chaos           json.RawMessage       `json:"chaos"`
 		Traceparent     string                `json:"traceparent"`
 		Format          string                `json:"format"`
+		ToolsFormat     string                `json:"tools_format"`
+	}
+	// wireItemsEnvelope is an envelope whose message is an array: the
+	// output items of a Responses response, read by the messages codec.
+	wireItemsEnvelope struct {
+		wireEnvelope
+		Message json.RawMessage `json:"message"`
 	}
 )
 
 // envelopeFields are the fields an envelope may have.
-var envelopeFields = []string{"session", "run", "provider", "client_tools", "message", "turn_id", "approve", "exclude", "auto_load_schemas", "chaos", "traceparent", "format"}
+var envelopeFields = []string{"session", "run", "provider", "client_tools", "message", "turn_id", "approve", "exclude", "auto_load_schemas", "chaos", "traceparent", "format", "tools_format"}
 
 // parseTurn parses one JSON value, which starts at byte offset at, as an
 // assistant message or an envelope. Errors are *inputError (Turn unset)
@@ -90,13 +101,24 @@ func parseTurn(raw []byte, at int64) (*inputTurn, error) {
 			}
 		}
 		var env wireEnvelope
-		if err := json.Unmarshal(raw, &env); err != nil {
+		if m := bytes.TrimSpace(keys["message"]); len(m) > 0 && m[0] == '[' {
+			var items wireItemsEnvelope
+			if err := json.Unmarshal(raw, &items); err != nil {
+				return nil, typeError(err, at)
+			}
+			env = items.wireEnvelope
+			var err error
+			if env.Message, err = messages.DecodeAssistant(items.Message, "message."); err != nil {
+				return nil, &inputError{Offset: at, Err: err}
+			}
+		} else if err := json.Unmarshal(raw, &env); err != nil {
 			return nil, typeError(err, at)
 		}
 		if env.Message == nil {
 			return nil, &inputError{Offset: at, Err: errors.New("the envelope's message is null: it must be an assistant message")}
 		}
 		t.Session, t.Run, t.Provider, t.TurnID, t.Approve = env.Session, env.Run, env.Provider, env.TurnID, env.Approve
+		t.ToolsFormat = env.ToolsFormat
 		t.AutoLoadSchemas = env.AutoLoadSchemas
 		t.Traceparent = env.Traceparent
 		_, t.HasAutoLoadSchemas = keys["auto_load_schemas"]
@@ -128,8 +150,9 @@ func parseTurn(raw []byte, at int64) (*inputTurn, error) {
 	}
 	_, hasRole := keys["role"]
 	_, hasCalls := keys["tool_calls"]
-	if !hasRole && !hasCalls {
-		return nil, &inputError{Offset: at, Err: errors.New("a turn must be an assistant message (with role and tool_calls) or an envelope (with message)")}
+	_, hasParts := keys["parts"]
+	if !hasRole && !hasCalls && !hasParts {
+		return nil, &inputError{Offset: at, Err: errors.New("a turn must be an assistant message (with role and tool_calls), a Gemini content (with parts) or an envelope (with message)")}
 	}
 	var m messages.Assistant
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -144,9 +167,10 @@ func parseTurn(raw []byte, at int64) (*inputTurn, error) {
 	return t, nil
 }
 
-// setFormat records the format the message came in, "" for OpenAI.
+// setFormat records the format the message came in, "" for OpenAI chat
+// completions (the default shape).
 func (t *inputTurn) setFormat(f messages.Format) {
-	if f == messages.FormatAnthropic {
+	if f != messages.FormatOpenAI {
 		t.Format = f
 	}
 }

@@ -233,12 +233,20 @@ func (s *Server) sessionIDs(ctx context.Context) ([]string, error) {
 	return slices.Compact(ids), nil
 }
 
-// handleTools serves GET /v1/tools?provider=&session=&run=: the tools array
-// and the turn-context text a provider gets; with a session (and run), the
-// run's declared client tools and exclusions apply.
+// handleTools serves GET /v1/tools?provider=&session=&run=&format=: the
+// tools array and the turn-context text a provider gets; with a session
+// (and run), the run's declared client tools and exclusions apply. format
+// (default openai) is the array's shape and schema subset; in the formats
+// that convert schemas, the tools whose schema cannot be converted are
+// listed as refused.
 func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	provider := cmp.Or(q.Get("provider"), "openai")
+	format, err := toolkit.ParseToolsFormat(q.Get("format"))
+	if err != nil {
+		writeError(w, errorf(http.StatusBadRequest, "%s", err.Error()))
+		return
+	}
 	var decl runDecl
 	if session := q.Get("session"); session != "" {
 		decl = s.runs.get(runKey{session, cmp.Or(q.Get("run"), defaultRun)})
@@ -249,10 +257,15 @@ func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusInternalServerError, "building the tools view failed"))
 		return
 	}
+	tools, refused := view.ArrayIn(format)
+	if format == toolkit.ToolsOpenAI {
+		refused = nil
+	}
 	writeJSON(w, http.StatusOK, struct {
-		Tools   any    `json:"tools"`
-		Context string `json:"context"`
-	}{view.Array(), view.ContextText()})
+		Tools   any                   `json:"tools"`
+		Context string                `json:"context"`
+		Refused []toolkit.RefusedTool `json:"refused,omitempty"`
+	}{tools, view.ContextText(), refused})
 }
 
 // handlePending serves GET /v1/pending: what waits for an answer in every

@@ -146,7 +146,7 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, p *actors.Pr
 func (s *Server) turnOutcome(dt *messages.DispatchTurn, res *messages.TurnResult, err error, shape messages.Shape) (int, any) {
 	switch {
 	case err == nil:
-		return http.StatusOK, turnReplyOf[any]{Turn: res.GetTurn(), Messages: messages.Reply(res.GetMessages(), shape), Replayed: res.GetReplayed(), Member: res.GetMember()}
+		return http.StatusOK, turnReplyOf[any]{Turn: res.GetTurn(), Messages: messages.ReplyTo(dt.GetMessage(), res.GetMessages(), shape), Replayed: res.GetReplayed(), Member: res.GetMember()}
 	case errors.Is(err, actors.ErrClosed):
 		return http.StatusServiceUnavailable, turnFailure{Error: errShuttingDown().msg}
 	case errors.Is(err, actors.ErrBadRequest):
@@ -159,7 +159,7 @@ func (s *Server) turnOutcome(dt *messages.DispatchTurn, res *messages.TurnResult
 	}
 	f := turnFailure{Error: "the turn failed", Turn: res.GetTurn()}
 	if len(res.GetMessages()) > 0 {
-		f.Messages = messages.Reply(res.GetMessages(), shape)
+		f.Messages = messages.ReplyTo(dt.GetMessage(), res.GetMessages(), shape)
 	}
 	if res.GetError() != "" {
 		f.Error = "the turn failed: " + res.GetError()
@@ -239,6 +239,7 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*actors.Prep
 		Session: session, Run: req.Run, Provider: req.Provider, Message: msg,
 		ClientTools: decl.clientTools, Exclude: s.exclude(decl),
 		Approve: approve, TurnId: req.TurnID, AutoLoadSchemas: autoLoad, Chaos: policy,
+		ToolsFormat: cmp.Or(req.ToolsFormat, string(format)),
 	}
 	// The dispatcher checks the turn and builds its tools view (client
 	// tools) and chaos policy once, before the response starts: what it

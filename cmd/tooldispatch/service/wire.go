@@ -22,12 +22,19 @@ type (
 		Exclude         *[]string              `json:"exclude"`
 		AutoLoadSchemas *bool                  `json:"auto_load_schemas"`
 		Chaos           json.RawMessage        `json:"chaos"`
-		// Format is the message's shape: "openai", "anthropic", or absent
-		// to detect it (tool_use blocks in the content: anthropic).
+		// Format is the message's shape: "openai", "anthropic",
+		// "responses", "gemini", or absent to detect it (an array:
+		// responses; parts: gemini; tool_use blocks in the content:
+		// anthropic).
 		Format string `json:"format"`
-		// Reply is the shape of OpenAI results: "openai" (default, with
-		// name and status) or "openai-strict".
+		// Reply is the shape of OpenAI results (chat completions and
+		// Responses): "openai" (default, with statuses) or
+		// "openai-strict".
 		Reply string `json:"reply"`
+		// ToolsFormat is the format of the tools array the model was
+		// given (openai, openai-strict, responses, anthropic, gemini);
+		// absent, the message's format.
+		ToolsFormat string `json:"tools_format"`
 	}
 
 	confirmRequest struct {
