@@ -104,7 +104,7 @@ func connectArgs(t *testing.T, ln *net.TCPListener) string {
 // write outside the workspace, nor connect to a loopback server; inside
 // the workspace it works as before.
 func TestRunCommandSandboxConfines(t *testing.T) {
-	e := newTestEnv(t, sandboxed(t, sandbox.Config{}))
+	e := newTestEnv(t, sandboxed(t, sandbox.Config{}), shellOn)
 	secret := filepath.Join(e.outside, "secret.txt")
 
 	t.Run("outside read refused", func(t *testing.T) {
@@ -168,7 +168,7 @@ func TestRunCommandSandboxConfines(t *testing.T) {
 // TestRunCommandSandboxNetworkAllowed: with [sandbox] network = true the
 // same connection goes through (so the refusal above is the sandbox's).
 func TestRunCommandSandboxNetworkAllowed(t *testing.T) {
-	e := newTestEnv(t, sandboxed(t, sandbox.Config{Network: true}))
+	e := newTestEnv(t, sandboxed(t, sandbox.Config{Network: true}), shellOn)
 	ln := loopback(t)
 	out, err := e.call("run_command", connectArgs(t, ln))
 	wantContent(t, out, err, "connected")
@@ -188,7 +188,7 @@ func TestRunCommandSandboxListedPaths(t *testing.T) {
 		}
 	}
 	writeFile(t, filepath.Join(ro, "ref.txt"), "reference\n")
-	e := newTestEnv(t, sandboxed(t, sandbox.Config{Read: []string{ro}, Write: []string{rw}}))
+	e := newTestEnv(t, sandboxed(t, sandbox.Config{Read: []string{ro}, Write: []string{rw}}), shellOn)
 
 	out, err := e.call("run_command", jsonArgs(t, map[string]any{"argv": []string{"cat", filepath.Join(ro, "ref.txt")}}))
 	wantContent(t, out, err, "reference")
@@ -242,7 +242,7 @@ func TestRunCommandSandboxRequired(t *testing.T) {
 			}
 			t.Cleanup(func() { sb.Close() })
 			d.Sandbox = sb
-		})
+		}, shellOn)
 		if sb.Status().Confined {
 			t.Fatal("a sandbox without a helper claims to confine")
 		}
