@@ -28,14 +28,14 @@ const secureBits = 1<<0 | 1<<1 | // SECBIT_NOROOT, _LOCKED
 func confine(p policy) (int, error) {
 	abi := landlockABI()
 	if abi < 1 {
-		return 0, errors.New("Landlock is not available on this kernel")
+		return 0, errors.New("no Landlock on this kernel")
 	}
 	fd, flags, err := ruleset(p, abi).NewRulesetFD(rules(p, abi)...)
 	if err != nil {
 		return 0, fmt.Errorf("building the Landlock ruleset: %w", err)
 	}
 	if fd < 0 {
-		return 0, fmt.Errorf("Landlock ABI %d gave no ruleset", abi)
+		return 0, fmt.Errorf("no ruleset from Landlock ABI %d", abi)
 	}
 	defer unix.Close(fd)
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -132,11 +132,13 @@ func lastCapability() int {
 	return last
 }
 
-// closeOnExec marks every descriptor above stderr close-on-exec, so that
-// none this process was handed (by tooldispatch's parent, say) reaches the
-// program it starts; descriptors it passes on on purpose are set up by
-// the start itself.
-func closeOnExec() error {
+// CloseOnExec marks every descriptor above stderr close-on-exec, so that
+// none this process was handed (by its parent, say) reaches a program it
+// starts; descriptors passed on on purpose (exec.Cmd's ExtraFiles) are set
+// up by the start itself. The helper's stages call it first; a program
+// that starts children unconfined too (tooldispatch) calls it once at
+// start.
+func CloseOnExec() error {
 	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	if err == nil {
 		return nil

@@ -54,7 +54,7 @@ func runHelper(data string, argv []string) int {
 	if !p.Probe && (p.Path == "" || len(argv) == 0) {
 		return fail(exitSetup, "no command to run")
 	}
-	if err := closeOnExec(); err != nil {
+	if err := CloseOnExec(); err != nil {
 		return fail(exitSetup, "%v", err)
 	}
 	switch p.Stage {
