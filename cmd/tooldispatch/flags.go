@@ -165,7 +165,7 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 	case "tools":
 		fs.BoolVar(&o.all, "all", false, "print every registered tool with its full schema and flags")
 	case "serve":
-		fs.StringVar(&o.addr, "addr", defaultAddr, "listen on `ADDR`; anything but loopback needs --token")
+		fs.StringVar(&o.addr, "addr", defaultAddr, "listen on `ADDR`; anything but loopback needs a token (--token-file or $"+tokenEnv+")")
 		fs.StringVar(&o.token, "token", "", "bearer `TOKEN` every request needs; every local user can see it in the process list: prefer --token-file or $"+tokenEnv)
 		fs.StringVar(&o.tokenFile, "token-file", "", "read the bearer token from `FILE` (default $"+tokenEnv+")")
 		fs.StringVar(&o.allowOrigins, "allow-origin", "", "comma-separated `ORIGINS` allowed by CORS (default: none)")
