@@ -234,7 +234,7 @@ func startClusterWith(t *testing.T, n int, ws string, cs clusterSetup) ([]*membe
 	var ms []*member
 	for i := 0; i < n; i++ {
 		m := &member{http: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), log: &syncBuffer{}}
-		args := []string{"serve", "--approve", "all", "--workspace", ws, "--data", t.TempDir(),
+		args := []string{"serve", "--approve", "all", "--shell", "--workspace", ws, "--data", t.TempDir(),
 			"--addr", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--cluster", "it", "--cluster-addr", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
 			"--postgres", pg, "--log-level", "warn"}
 		if membership == nil {

@@ -52,7 +52,7 @@ func TestCrashMidTurn(t *testing.T) {
 	if err := os.WriteFile(input, []byte(turns), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"run", "--workspace", ws, "--data", data, "--approve", "all", input}
+	args := []string{"run", "--workspace", ws, "--data", data, "--approve", "all", "--shell", input}
 	cmd := exec.Command(binary, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -88,7 +88,7 @@ func TestApprovalNotReused(t *testing.T) {
 	turnOf := func(id string) *messages.DispatchTurn {
 		return &messages.DispatchTurn{Session: "golden", Run: "run-" + id, Provider: "claude-code", Approve: "ask", AutoLoadSchemas: true,
 			Message: &messages.AssistantMessage{Role: "assistant", ToolCalls: []*messages.ToolCall{{Id: id, Type: "function",
-				Function: &messages.FunctionCall{Name: "run_command", Arguments: `{"argv":["sh","-c","echo run >> runs.log"]}`}}}}}
+				Function: &messages.FunctionCall{Name: "run_command", Arguments: `{"argv":["tee","-a","runs.log"],"stdin":"run\n"}`}}}}}
 	}
 	ctx := context.Background()
 	done := make(chan *messages.TurnResult, 1)

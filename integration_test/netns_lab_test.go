@@ -349,7 +349,7 @@ func startLabCluster(t *testing.T, lab *netnsLab, ws, membership string, delay t
 	lc := &labCluster{lab: lab, c: lab.client(), pgURL: hostURL}
 	for i := 0; i < n; i++ {
 		m := &member{http: fmt.Sprintf("http://%s:%d", lab.addr(i), labHTTPPort), log: &syncBuffer{}}
-		args := []string{"netns", "exec", lab.members[i], binary, "serve", "--approve", "all", "--workspace", ws, "--data", t.TempDir(),
+		args := []string{"netns", "exec", lab.members[i], binary, "serve", "--approve", "all", "--shell", "--workspace", ws, "--data", t.TempDir(),
 			"--addr", fmt.Sprintf("%s:%d", lab.addr(i), labHTTPPort), "--cluster", "lab",
 			"--cluster-addr", fmt.Sprintf("%s:%d", lab.addr(i), labClusterPort), "--postgres", pgURL, "--log-level", "warn", "--token", labToken}
 		if membershipArgs == nil {

@@ -57,7 +57,7 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 	defer w.Close()
 	reg := toolkit.NewRegistry()
 	toolkit.RegisterMeta(reg)
-	builtin.Register(reg, builtin.Deps{Workspace: w})
+	builtin.Register(reg, builtin.Deps{Workspace: w, Shell: true})
 	d, err := actors.New(actors.Config{Registry: reg, Store: store})
 	if err != nil {
 		t.Fatal(err)

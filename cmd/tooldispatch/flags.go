@@ -78,12 +78,14 @@ type options struct {
 	automanagePort int
 	etcd           string
 	postgres       string
+	postgresFile   string
 	redirect       bool
 	serviceURL     string
 
 	// serve
 	addr         string
 	token        string
+	tokenFile    string
 	allowOrigins string
 	grace        time.Duration
 
@@ -167,8 +169,9 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 		fs.BoolVar(&o.all, "all", false, "print every registered tool with its full schema and flags")
 		fs.StringVar(&o.toolsFormatFlag, "format", "openai", "the tools array's `FORMAT`: openai, openai-strict, responses, anthropic or gemini\n(schemas converted to what the provider accepts; those that cannot be are listed as refused)")
 	case "serve":
-		fs.StringVar(&o.addr, "addr", defaultAddr, "listen on `ADDR`; anything but loopback needs --token")
-		fs.StringVar(&o.token, "token", "", "bearer `TOKEN` every request needs (default from $TOOLDISPATCH_TOKEN)")
+		fs.StringVar(&o.addr, "addr", defaultAddr, "listen on `ADDR`; anything but loopback needs a token (--token-file or $"+tokenEnv+")")
+		fs.StringVar(&o.token, "token", "", "bearer `TOKEN` every request needs; every local user can see it in the process list: prefer --token-file or $"+tokenEnv)
+		fs.StringVar(&o.tokenFile, "token-file", "", "read the bearer token from `FILE` (default $"+tokenEnv+")")
 		fs.StringVar(&o.allowOrigins, "allow-origin", "", "comma-separated `ORIGINS` allowed by CORS (default: none)")
 		fs.BoolVar(&o.fsync, "fsync", false, "fsync every commit, so committed turns survive a power loss")
 		fs.DurationVar(&o.confirmTimeout, "confirm-timeout", 0, "wait at most `DURATION` for the answer to a confirmation, then skip the call (default 5m)")
@@ -178,7 +181,8 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 		fs.StringVar(&o.peers, "peers", "", "static membership: comma-separated `HOST:PORT` list of every member's --automanage-port")
 		fs.IntVar(&o.automanagePort, "automanage-port", 0, "`PORT` this member answers static-membership checks on")
 		fs.StringVar(&o.etcd, "etcd", "", "membership through etcd: comma-separated `ENDPOINTS`")
-		fs.StringVar(&o.postgres, "postgres", "", "the cluster's shared store: PostgreSQL `URL` (default $TOOLDISPATCH_PG_URL)")
+		fs.StringVar(&o.postgres, "postgres", "", "the cluster's shared store: PostgreSQL `URL`; every local user can see it in the process list: prefer --postgres-file or $"+postgresEnv)
+		fs.StringVar(&o.postgresFile, "postgres-file", "", "read the cluster's PostgreSQL URL from `FILE` (default $"+postgresEnv+")")
 		fs.StringVar(&o.serviceURL, "service-url", "", "`URL` other members name to clients as this member's address (default http://ADDR as listened on)")
 		fs.BoolVar(&o.redirect, "redirect", false, "answer a request for a session another member owns with 307 to the owner instead of forwarding it")
 		fs.DurationVar(&o.grace, "grace", defaultGrace, "on SIGTERM/SIGINT, let running turns finish for `DURATION`, then cancel them")
@@ -267,6 +271,14 @@ func (o *options) finish(e *env, workspace, data, logLevel string) error {
 	}
 	if o.run == "" {
 		o.run = newRunID(time.Now())
+	}
+	if o.cmd == "serve" {
+		if o.token, err = secretValue("--token", o.token, "--token-file", o.tokenFile, tokenEnv); err != nil {
+			return err
+		}
+		if o.postgres, err = secretValue("--postgres", o.postgres, "--postgres-file", o.postgresFile, postgresEnv); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -93,6 +93,9 @@ type env struct {
 }
 
 func main() {
+	for _, err := range hideProcess() {
+		fmt.Fprintf(os.Stderr, "tooldispatch: warning: %v\n", err)
+	}
 	e := &env{
 		stdin:          os.Stdin,
 		stdout:         os.Stdout,

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -156,9 +157,19 @@ type server struct {
 // it is stopped with SIGTERM when the test ends.
 func startServe(t *testing.T, args ...string) *server {
 	t.Helper()
+	return startServeWith(t, nil, args...)
+}
+
+// startServeWith is startServe with the process set up by configure
+// (environment, inherited descriptors) before it starts.
+func startServeWith(t *testing.T, configure func(*exec.Cmd), args ...string) *server {
+	t.Helper()
 	// A call that asks is skipped at once rather than waiting for an
 	// answer nobody gives.
 	cmd := command(t, nil, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-level", "warn", "--confirm-timeout", "1ms"}, args...)...)
+	if configure != nil {
+		configure(cmd)
+	}
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +222,21 @@ func startServe(t *testing.T, args ...string) *server {
 // results.
 func (s *server) turn(t *testing.T, session, body string) (int, []toolMessageJSON) {
 	t.Helper()
-	resp, err := http.Post(s.base+"/v1/sessions/"+session+"/turns", "application/json", strings.NewReader(body))
+	return s.turnWithToken(t, "", session, body)
+}
+
+// turnWithToken is turn with a bearer token ("" for none).
+func (s *server) turnWithToken(t *testing.T, token, session, body string) (int, []toolMessageJSON) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.base+"/v1/sessions/"+session+"/turns", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

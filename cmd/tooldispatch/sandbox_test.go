@@ -78,7 +78,7 @@ func TestRunCommandSandboxedEndToEnd(t *testing.T) {
 		[]string{"sh", "-c", "echo made > made.txt && ls"})
 
 	code, stdout, stderr := execute(t, strings.NewReader(turn), "run", "--workspace", ws, "--data", t.TempDir(),
-		"--approve", "all", "--events=false", "-")
+		"--approve", "all", "--shell", "--events=false", "-")
 	if code != exitOK {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
 	}
@@ -104,7 +104,7 @@ func TestRunCommandSandboxedEndToEnd(t *testing.T) {
 	}
 	turn = runCommandTurns(t, []string{bash, "-c", connect})
 	code, stdout, stderr = execute(t, strings.NewReader(turn), "run", "--workspace", ws, "--data", t.TempDir(),
-		"--config", config, "--approve", "all", "--events=false", "-")
+		"--config", config, "--approve", "all", "--shell", "--events=false", "-")
 	if code != exitOK {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
 	}

@@ -60,14 +60,15 @@ func openWorkspace(dir string, protected ...string) (*builtin.Workspace, error) 
 }
 
 // ownFiles are tooldispatch's own paths, which no tool may read, list or
-// change, wherever they lie: the data directory, the secrets' key file and
-// the operator's configuration file.
+// change, wherever they lie: the data directory, the secrets' key file,
+// the operator's configuration file, and serve's token and PostgreSQL URL
+// files.
 func ownFiles(o *options, cfg *fileConfig) []string {
 	config := o.config
 	if config == "" {
 		config = os.Getenv(configEnv)
 	}
-	return []string{o.data, keyFilePath(cfg, o.data), config}
+	return []string{o.data, keyFilePath(cfg, o.data), config, o.tokenFile, o.postgresFile}
 }
 
 // keyFilePath is the file of the secrets' key: [secrets] key_file, or
@@ -246,6 +247,10 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 		s.close(log)
 		return nil, failf(exitFailure, "starting the dispatcher: %v", err)
 	}
+	// Every secret of the environment is read by now (the key, the
+	// PostgreSQL URL and password, the exporter's headers; serve's token
+	// before): nothing started from here on inherits them.
+	forgetSecretEnv()
 	return s, nil
 }
 

@@ -217,7 +217,7 @@ func TestKillRun(t *testing.T) {
 		if err := os.WriteFile(input, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		args := []string{"run", "--workspace", ws, "--data", data, "--approve", "all", "--events=false", input}
+		args := []string{"run", "--workspace", ws, "--data", data, "--approve", "all", "--shell", "--events=false", input}
 		cmd := exec.Command(binary, args...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -269,7 +269,7 @@ type server struct {
 
 func startServer(t *testing.T, ws, data string) *server {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--approve", "all", "--addr", "127.0.0.1:0", "--workspace", ws, "--data", data, "--log-level", "error")
+	cmd := exec.Command(binary, "serve", "--approve", "all", "--shell", "--addr", "127.0.0.1:0", "--workspace", ws, "--data", data, "--log-level", "error")
 	pr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -40,7 +40,8 @@ type Deps struct {
 	// (versions are lost when the process ends).
 	Versions Versions
 	// Shell allows run_command's shell mode (a command line run by
-	// /bin/sh -c). Without it, argv mode only.
+	// /bin/sh -c). Without it, argv mode only, and argv that makes a shell
+	// read a command line (sh -c, env sh -c, …) is refused too.
 	Shell bool
 	// Sandbox confines run_command's programs (see package sandbox). When
 	// nil, commands run with every right of the embedding process.

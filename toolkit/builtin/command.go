@@ -119,6 +119,13 @@ func (r *commandRunner) run(ctx context.Context, c *toolkit.Call) (toolkit.Resul
 			return toolkit.Result{}, &fileError{path: dir, what: "is not a directory"}
 		}
 	}
+	if !r.shell {
+		if how := hiddenShell(argv, r.ws.abs(dir)); how != "" {
+			return toolkit.Result{}, fmt.Errorf("shell mode is disabled on this host, and this argv runs a shell reading a command line "+
+				"(%s): pass the program and its arguments as argv, without a shell, e.g. {\"argv\": [\"ls\", \"-la\"]}; "+
+				"pipes and redirections are not available", how)
+		}
+	}
 	if ms := c.Args.Int("timeout_ms", 0); ms > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, time.Duration(ms)*time.Millisecond, errCommandTimeout)

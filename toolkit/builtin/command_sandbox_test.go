@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -102,7 +104,7 @@ func connectArgs(t *testing.T, ln *net.TCPListener) string {
 // write outside the workspace, nor connect to a loopback server; inside
 // the workspace it works as before.
 func TestRunCommandSandboxConfines(t *testing.T) {
-	e := newTestEnv(t, sandboxed(t, sandbox.Config{}))
+	e := newTestEnv(t, sandboxed(t, sandbox.Config{}), shellOn)
 	secret := filepath.Join(e.outside, "secret.txt")
 
 	t.Run("outside read refused", func(t *testing.T) {
@@ -166,7 +168,7 @@ func TestRunCommandSandboxConfines(t *testing.T) {
 // TestRunCommandSandboxNetworkAllowed: with [sandbox] network = true the
 // same connection goes through (so the refusal above is the sandbox's).
 func TestRunCommandSandboxNetworkAllowed(t *testing.T) {
-	e := newTestEnv(t, sandboxed(t, sandbox.Config{Network: true}))
+	e := newTestEnv(t, sandboxed(t, sandbox.Config{Network: true}), shellOn)
 	ln := loopback(t)
 	out, err := e.call("run_command", connectArgs(t, ln))
 	wantContent(t, out, err, "connected")
@@ -186,7 +188,7 @@ func TestRunCommandSandboxListedPaths(t *testing.T) {
 		}
 	}
 	writeFile(t, filepath.Join(ro, "ref.txt"), "reference\n")
-	e := newTestEnv(t, sandboxed(t, sandbox.Config{Read: []string{ro}, Write: []string{rw}}))
+	e := newTestEnv(t, sandboxed(t, sandbox.Config{Read: []string{ro}, Write: []string{rw}}), shellOn)
 
 	out, err := e.call("run_command", jsonArgs(t, map[string]any{"argv": []string{"cat", filepath.Join(ro, "ref.txt")}}))
 	wantContent(t, out, err, "reference")
@@ -202,14 +204,18 @@ func TestRunCommandSandboxListedPaths(t *testing.T) {
 // TestRunCommandSandboxKeepsProcessGroupKill: the timeout still ends the
 // whole process group, and output still streams, under the sandbox. The
 // timeout leaves the sandbox helper ample time to start on a loaded machine.
+// In the sandbox's PID namespace the command cannot learn its children's
+// process ids as tooldispatch sees them: the background child is found by
+// its command line, a sleep of a duration no other process has.
 func TestRunCommandSandboxKeepsProcessGroupKill(t *testing.T) {
-	e := newTestEnv(t, sandboxed(t, sandbox.Config{}))
+	e := newTestEnv(t, sandboxed(t, sandbox.Config{}), shellOn)
 	var got emitted
+	duration := fmt.Sprintf("1000.%d", time.Now().UnixNano()%1000000)
 	_, err := e.callCtx(context.Background(), "run_command",
-		`{"argv":["sh","-c","sleep 100 & echo $! > pid; echo started; wait"],"timeout_ms":5000}`, got.emit)
+		`{"shell":"sleep `+duration+` & kill -0 $! && echo started; wait","timeout_ms":5000}`, got.emit)
 	wantErr(t, err, "timed out", "started")
-	if pid := readPID(t, e.path("pid")); !processGone(t, pid) {
-		t.Fatalf("background child %d survived the timeout", pid)
+	if pids := runningWithArgs("sleep", duration); len(pids) > 0 {
+		t.Fatalf("background child %v survived the timeout", pids)
 	}
 	if joined := strings.Join(got.all(), ""); !strings.Contains(joined, "started\n") {
 		t.Fatalf("streamed %q", joined)
@@ -236,7 +242,7 @@ func TestRunCommandSandboxRequired(t *testing.T) {
 			}
 			t.Cleanup(func() { sb.Close() })
 			d.Sandbox = sb
-		})
+		}, shellOn)
 		if sb.Status().Confined {
 			t.Fatal("a sandbox without a helper claims to confine")
 		}

@@ -20,11 +20,11 @@ func TestRunCommand(t *testing.T) {
 		err     []string // parts of the error; nil means success
 	}{
 		{name: "output and exit code", args: `{"argv":["echo","hello","world"]}`, want: []string{"exit code 0", "hello world\n"}},
-		{name: "stderr is captured", args: `{"argv":["sh","-c","echo out; echo err >&2"]}`, want: []string{"out\n", "err\n"}},
+		{name: "stderr is captured", deps: shellOn, args: `{"argv":["sh","-c","echo out; echo err >&2"]}`, want: []string{"out\n", "err\n"}},
 		{name: "no output", args: `{"argv":["true"]}`, want: []string{"exit code 0", "(no output)"}},
-		{name: "non-zero exit", args: `{"argv":["sh","-c","echo oops; echo more >&2; exit 3"]}`,
+		{name: "non-zero exit", deps: shellOn, args: `{"argv":["sh","-c","echo oops; echo more >&2; exit 3"]}`,
 			err: []string{"exit code 3", "oops\n", "more\n"}},
-		{name: "killed by a signal", args: `{"argv":["sh","-c","kill -9 $$"]}`, err: []string{"killed by signal killed"}},
+		{name: "killed by a signal", deps: shellOn, args: `{"argv":["sh","-c","kill -9 $$"]}`, err: []string{"killed by signal killed"}},
 		{name: "stdin", args: `{"argv":["cat"],"stdin":"fed through stdin"}`, want: []string{"fed through stdin"}},
 		{name: "empty stdin by default", args: `{"argv":["cat"]}`, want: []string{"(no output)"}},
 		{name: "runs in the workspace", setup: func(e *testEnv) { e.write("marker.txt", "m") },
@@ -90,7 +90,7 @@ func TestRunCommandEnvironmentIsMinimal(t *testing.T) {
 // TestRunCommandTimeoutKillsGroup: a timed-out command's background child
 // (another member of its process group) is gone when the call returns.
 func TestRunCommandTimeoutKillsGroup(t *testing.T) {
-	e := newTestEnv(t)
+	e := newTestEnv(t, shellOn)
 	_, err := e.call("run_command", `{"argv":["sh","-c","sleep 100 & echo $! > pid; echo started; wait"],"timeout_ms":1000}`)
 	wantErr(t, err, "timed out", "process group was killed", "started")
 	if pid := readPID(t, e.path("pid")); !processGone(t, pid) {
@@ -101,7 +101,7 @@ func TestRunCommandTimeoutKillsGroup(t *testing.T) {
 // TestRunCommandCancelKillsGroup cancels the call once the command reports
 // it is running; the grandchild, which ignores SIGTERM, must be killed too.
 func TestRunCommandCancelKillsGroup(t *testing.T) {
-	e := newTestEnv(t)
+	e := newTestEnv(t, shellOn)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var got emitted
@@ -130,7 +130,7 @@ func TestRunCommandCancelKillsGroup(t *testing.T) {
 // TestRunCommandEndsLeftovers: a background process still running when the
 // command exits normally does not outlive the call.
 func TestRunCommandEndsLeftovers(t *testing.T) {
-	e := newTestEnv(t)
+	e := newTestEnv(t, shellOn)
 	out, err := e.call("run_command", `{"argv":["sh","-c","sleep 100 >/dev/null 2>&1 & echo $! > pid; echo main done"]}`)
 	wantContent(t, out, err, "exit code 0", "main done")
 	if pid := readPID(t, e.path("pid")); !processGone(t, pid) {
@@ -139,7 +139,7 @@ func TestRunCommandEndsLeftovers(t *testing.T) {
 }
 
 func TestRunCommandHonoursDoneContext(t *testing.T) {
-	e := newTestEnv(t)
+	e := newTestEnv(t, shellOn)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := e.callCtx(ctx, "run_command", `{"argv":["sh","-c","echo ran > ran.txt"]}`, func(string) {})
@@ -170,7 +170,7 @@ func TestRunCommandOutputCap(t *testing.T) {
 }
 
 func TestRunCommandStreamsLinesInOrder(t *testing.T) {
-	e := newTestEnv(t)
+	e := newTestEnv(t, shellOn)
 	var got emitted
 	out, err := e.callCtx(context.Background(), "run_command",
 		`{"argv":["sh","-c","for i in 1 2 3 4 5; do echo line$i; done; printf tail"]}`, got.emit)

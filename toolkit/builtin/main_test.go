@@ -146,6 +146,27 @@ func wantContent(t *testing.T, content string, err error, parts ...string) {
 	}
 }
 
+// shellOn turns run_command's shell mode on.
+func shellOn(d *Deps) { d.Shell = true }
+
+// runningWithArgs returns the processes that run (not zombies) with
+// exactly argv as their command line.
+func runningWithArgs(argv ...string) []int {
+	want := strings.Join(argv, "\x00") + "\x00"
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && string(b) == want && procgroup.Running(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 // processGone reports whether pid no longer runs (gone, or a zombie waiting
 // for its parent to reap it).
 func processGone(t *testing.T, pid int) bool {

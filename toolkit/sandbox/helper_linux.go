@@ -18,15 +18,14 @@ import (
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
-	"golang.org/x/sys/unix"
 )
 
 // probeTimeout bounds the start-up probe of the helper.
 const probeTimeout = 30 * time.Second
 
 // init turns the process into the helper when it was started as one: it
-// confines itself and execs the command, and never returns. Any other
-// start goes on as usual.
+// plays its stage (stages_linux.go) and never returns. Any other start goes
+// on as usual.
 func init() {
 	if len(os.Args) == 0 || os.Args[0] != helperName {
 		return
@@ -36,16 +35,18 @@ func init() {
 		return
 	}
 	os.Unsetenv(policyEnv)
-	os.Exit(runHelper(data, os.Args[1:]))
+	// syscall.Exit, not os.Exit: a helper has nothing to flush, and a
+	// race-enabled binary (a test's) would wait a second in os.Exit.
+	syscall.Exit(runHelper(data, os.Args[1:]))
 }
 
-// runHelper confines the process by the policy in data and execs argv. It
-// returns only on failure (or after a probe), with the exit status.
+// runHelper plays the stage of the policy in data for argv. It returns
+// only on failure, after a probe, or with the command's exit status.
 func runHelper(data string, argv []string) int {
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(os.Stderr, messagePrefix+format+"\n", args...)
-		return code
-	}
+	// What a stage sets on its thread (no_new_privs, capabilities,
+	// Landlock) is what the program it starts inherits: the goroutine
+	// stays on this thread.
+	runtime.LockOSThread()
 	var p policy
 	if err := json.Unmarshal([]byte(data), &p); err != nil {
 		return fail(exitSetup, "bad policy: %v", err)
@@ -53,43 +54,70 @@ func runHelper(data string, argv []string) int {
 	if !p.Probe && (p.Path == "" || len(argv) == 0) {
 		return fail(exitSetup, "no command to run")
 	}
-	abi := landlockABI()
-	if abi < 1 {
-		return fail(exitSetup, "Landlock is not available on this kernel")
+	if err := CloseOnExec(); err != nil {
+		return fail(exitSetup, "%v", err)
 	}
-	fd, flags, err := ruleset(p, abi).NewRulesetFD(rules(p, abi)...)
+	switch p.Stage {
+	case stageOuter:
+		return runOuter(p, argv)
+	case stageInit:
+		return runInit(p, argv)
+	case stageExec:
+		return runExec(p, argv)
+	}
+	return fail(exitSetup, "bad policy: unknown stage %q", p.Stage)
+}
+
+// fail writes the helper's message to stderr and returns code.
+func fail(code int, format string, args ...any) int {
+	fmt.Fprintf(os.Stderr, messagePrefix+format+"\n", args...)
+	return code
+}
+
+// runExec confines the process by p and execs argv: the program keeps
+// this process and its place (process group, namespaces, parent).
+func runExec(p policy, argv []string) int {
+	abi, err := confine(p)
 	if err != nil {
-		return fail(exitSetup, "building the Landlock ruleset: %v", err)
+		return fail(exitSetup, "%v", err)
 	}
-	if fd < 0 {
-		return fail(exitSetup, "Landlock ABI %d gave no ruleset", abi)
-	}
-	// Only this thread is confined; execve keeps just this thread.
-	runtime.LockOSThread()
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fail(exitSetup, "setting no_new_privs: %v", err)
-	}
-	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
-		return fail(exitSetup, "landlock_restrict_self: %v", err)
-	}
-	unix.Close(fd)
 	if p.Probe {
-		// The root directory is never allowed: listing it must fail.
-		if _, err := os.ReadDir("/"); !errors.Is(err, os.ErrPermission) {
-			return fail(exitSetup, "the ruleset is not enforced (listing / gave %v)", err)
+		if err := probeChecks(false); err != nil {
+			return fail(exitSetup, "%v", err)
 		}
 		fmt.Printf("abi=%d\n", abi)
 		return 0
 	}
-	err = syscall.Exec(p.Path, argv, os.Environ())
+	return execFailed(p.Path, syscall.Exec(p.Path, argv, os.Environ()))
+}
+
+// execFailed reports why the program could not be started, with a
+// shell's exit status for it.
+func execFailed(path string, err error) int {
 	switch {
 	case errors.Is(err, syscall.ENOENT):
-		return fail(exitNotFound, "%s: %v", p.Path, err)
+		return fail(exitNotFound, "%s: %v", path, err)
 	case errors.Is(err, syscall.EACCES):
 		return fail(exitSetup, "%s: %v (sandboxed commands may run programs from the system directories, the workspace "+
-			"and the [sandbox] read paths only)", p.Path, err)
+			"and the [sandbox] read paths only)", path, err)
 	}
-	return fail(exitSetup, "%s: %v", p.Path, err)
+	return fail(exitSetup, "%s: %v", path, err)
+}
+
+// probeChecks verifies, after confine, what a command will get: the root
+// directory (never allowed) cannot be listed, and in a PID namespace the
+// process is its init and /proc is that namespace's.
+func probeChecks(pidNamespace bool) error {
+	if _, err := os.ReadDir("/"); !errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("the ruleset is not enforced (listing / gave %v)", err)
+	}
+	if !pidNamespace {
+		return nil
+	}
+	if self, err := os.Readlink("/proc/self"); os.Getpid() != 1 || err != nil || self != "1" {
+		return fmt.Errorf("not the init of a PID namespace with its own /proc (pid %d, /proc/self %q, %v)", os.Getpid(), self, err)
+	}
+	return nil
 }
 
 // landlockABI is the kernel's Landlock ABI version, 0 without Landlock.
@@ -164,44 +192,43 @@ func kind(path string) byte {
 	return 'f'
 }
 
-// netNamespace makes the child start in new user and network namespaces,
-// with this process's user and group mapped to themselves.
-func netNamespace(attr *syscall.SysProcAttr) {
-	attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET
-	uid, gid := os.Getuid(), os.Getgid()
-	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	attr.GidMappingsEnableSetgroups = false
-}
-
-// probe starts the helper once, with a network namespace when commands get
-// no network and then without, and reports what it got.
+// probe starts the helper once for each way of confining commands, best
+// first, and reports the first that works: a PID namespace (with a
+// network namespace when commands get no network), then a network
+// namespace alone, then Landlock alone.
 func (s *Sandbox) probe() Status {
 	abi := landlockABI()
 	if abi < 1 {
 		return Status{Reason: "Landlock is not available on this kernel (needs Linux 5.13 or later with the landlock LSM enabled)"}
 	}
-	var errs []string
-	if !s.cfg.Network {
-		got, err := s.runProbe(true)
+	netns := !s.cfg.Network
+	got, err := s.runProbe(policy{Stage: stageOuter, PIDNamespace: true, NetNamespace: netns})
+	if err == nil {
+		return Status{ABI: got, PIDNamespace: true, NetNamespace: netns, Confined: true}
+	}
+	noPID := err.Error()
+	errs := []string{"with a PID namespace: " + noPID}
+	if netns {
+		got, err := s.runProbe(policy{Stage: stageOuter, NetNamespace: true})
 		if err == nil {
-			return Status{ABI: got, NetNamespace: true, Confined: true}
+			return Status{ABI: got, NetNamespace: true, Confined: true, NoPIDNamespace: noPID}
 		}
 		errs = append(errs, "with a network namespace: "+err.Error())
 	}
-	got, err := s.runProbe(false)
+	got, err = s.runProbe(policy{Stage: stageExec})
 	if err == nil {
-		return Status{ABI: got, Confined: true}
+		return Status{ABI: got, Confined: true, NoPIDNamespace: noPID}
 	}
 	errs = append(errs, err.Error())
 	return Status{ABI: abi, Reason: "the sandbox helper failed: " + strings.Join(errs, "; ")}
 }
 
-// runProbe starts the helper in probe mode and returns the ABI it applied.
-func (s *Sandbox) runProbe(netns bool) (int, error) {
+// runProbe starts the helper in probe mode with the stage and namespaces
+// of p and returns the ABI it applied.
+func (s *Sandbox) runProbe(p policy) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	p := policy{Read: systemRead(s.cfg.Network), Write: []string{s.workspace}, Network: s.cfg.Network, Probe: true}
+	p.Read, p.Write, p.Network, p.Probe = systemRead(s.cfg.Network), []string{s.workspace}, s.cfg.Network, true
 	data, err := json.Marshal(p)
 	if err != nil {
 		return 0, err
@@ -209,10 +236,6 @@ func (s *Sandbox) runProbe(netns bool) (int, error) {
 	cmd := exec.CommandContext(ctx, s.exe)
 	cmd.Args = []string{helperName}
 	cmd.Env = []string{policyEnv + "=" + string(data)}
-	cmd.SysProcAttr = &syscall.SysProcAttr{}
-	if netns {
-		netNamespace(cmd.SysProcAttr)
-	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

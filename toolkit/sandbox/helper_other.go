@@ -2,12 +2,10 @@
 
 package sandbox
 
-import "syscall"
-
 // probe: Landlock exists on Linux only.
 func (s *Sandbox) probe() Status {
 	return Status{Reason: "Landlock exists on Linux only"}
 }
 
-// netNamespace is never called off Linux (Status.NetNamespace is false).
-func netNamespace(*syscall.SysProcAttr) {}
+// CloseOnExec: descriptors are left as they are off Linux.
+func CloseOnExec() error { return nil }

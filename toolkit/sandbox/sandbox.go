@@ -44,6 +44,16 @@ const (
 	messagePrefix = "tooldispatch sandbox: "
 )
 
+// The helper's stages (policy.Stage; stages_linux.go): the exec stage
+// confines itself and execs the command; the outer stage starts the next
+// one in new namespaces and ends as the command ended; the init stage is
+// PID 1 of the sandbox's PID namespace.
+const (
+	stageExec  = ""
+	stageOuter = "outer"
+	stageInit  = "init"
+)
+
 // Config is the operator's [sandbox] table.
 //
 //	[sandbox]
@@ -103,6 +113,11 @@ type Options struct {
 type Status struct {
 	// ABI is the Landlock ABI version in force (0: none).
 	ABI int
+	// PIDNamespace: commands run in a PID namespace of their own, with a
+	// /proc of that namespace: no process outside the sandbox (tooldispatch
+	// included) exists for them. When false, NoPIDNamespace says why.
+	PIDNamespace   bool
+	NoPIDNamespace string
 	// NetNamespace: commands without network get a network namespace of
 	// their own.
 	NetNamespace bool
@@ -207,9 +222,14 @@ func (s *Sandbox) report() {
 		}
 		return
 	}
-	ev := s.log.Info().Int("landlock_abi", st.ABI).Bool("network", s.cfg.Network).Bool("net_namespace", st.NetNamespace).
-		Strs("read", s.cfg.Read).Strs("write", s.cfg.Write)
-	ev.Msg("commands run sandboxed (Landlock)")
+	ev := s.log.Info().Int("landlock_abi", st.ABI).Bool("network", s.cfg.Network).Bool("pid_namespace", st.PIDNamespace).
+		Bool("net_namespace", st.NetNamespace).Strs("read", s.cfg.Read).Strs("write", s.cfg.Write)
+	ev.Msg("commands run sandboxed (Landlock, no capability)")
+	if !st.PIDNamespace {
+		s.log.Warn().Str("reason", st.NoPIDNamespace).
+			Msg("SANDBOX: no PID namespace for commands: they see the other processes, tooldispatch's command line among them " +
+				"(give secrets by file or environment, never on the command line)")
+	}
 	if !s.cfg.Network && st.ABI < 4 && !st.NetNamespace {
 		s.log.Warn().Int("landlock_abi", st.ABI).
 			Msg("SANDBOX: this kernel's Landlock cannot restrict TCP (ABI 4 and later) and no network namespace is available: commands can use the network")
@@ -218,10 +238,14 @@ func (s *Sandbox) report() {
 
 // Wrap rewrites cmd, built by exec.Command with its Dir, Env and
 // SysProcAttr set, so that it runs confined: it starts the helper, which
-// applies the ruleset and execs cmd's program. extraRead are more paths the
-// command may read and execute (a script tool's own program). HOME and
-// TMPDIR point into the private temp directory. On a nil Sandbox, or where
-// no sandbox is available and none is required, cmd is left alone.
+// puts the program in namespaces of its own where it can, drops every
+// capability, applies the ruleset and starts cmd's program, which gets
+// stdin, stdout and stderr and no other descriptor. The caller sees the
+// program's exit code or the signal that killed it. extraRead are more
+// paths the command may read and execute (a script tool's own program).
+// HOME and TMPDIR point into the private temp directory. On a nil Sandbox,
+// or where no sandbox is available and none is required, cmd is left
+// alone.
 func (s *Sandbox) Wrap(cmd *exec.Cmd, extraRead ...string) error {
 	if s == nil {
 		return nil
@@ -240,11 +264,19 @@ func (s *Sandbox) Wrap(cmd *exec.Cmd, extraRead ...string) error {
 	if cmd.Err != nil {
 		return nil // Start reports it, as without a sandbox
 	}
+	if len(cmd.ExtraFiles) > 0 {
+		return errors.New("sandbox: a sandboxed command gets no descriptor but stdin, stdout and stderr (ExtraFiles)")
+	}
 	tmp, err := s.tempDir()
 	if err != nil {
 		return err
 	}
 	p := s.policy(tmp, cmd.Path, extraRead)
+	if s.status.PIDNamespace || (s.status.NetNamespace && !s.cfg.Network) {
+		p.Stage = stageOuter
+		p.PIDNamespace = s.status.PIDNamespace
+		p.NetNamespace = s.status.NetNamespace && !s.cfg.Network
+	}
 	data, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("sandbox: encoding the policy: %w", err)
@@ -259,12 +291,6 @@ func (s *Sandbox) Wrap(cmd *exec.Cmd, extraRead ...string) error {
 	cmd.Env = env
 	cmd.Args = append([]string{helperName}, cmd.Args...)
 	cmd.Path = s.exe
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	if s.status.NetNamespace && !s.cfg.Network {
-		netNamespace(cmd.SysProcAttr)
-	}
 	return nil
 }
 
@@ -345,6 +371,11 @@ type policy struct {
 	Network bool `json:"network"`
 	// Probe: confine, check, report the ABI on stdout and exit.
 	Probe bool `json:"probe,omitempty"`
+	// Stage is the helper's part (stages_linux.go): stageOuter starts
+	// the next stage in the namespaces below.
+	Stage        string `json:"stage,omitempty"`
+	PIDNamespace bool   `json:"pid_namespace,omitempty"`
+	NetNamespace bool   `json:"net_namespace,omitempty"`
 }
 
 // policy returns the policy of one command.

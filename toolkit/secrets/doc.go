@@ -3,8 +3,9 @@
 //
 // Values are encrypted at rest with AES-256-GCM under a key taken from the
 // TOOLDISPATCH_SECRET_KEY environment variable (base64 of 32 bytes) or from a
-// key file in the data directory, created with mode 0600 on first use, and
-// are stored in the "secrets" namespace of a KV (four methods of the
+// key file in the data directory, created with mode 0600 on first use (a
+// key file with a second name, a hard link that could lie where tools or
+// commands read, is refused: ErrKeyFileLinks), and are stored in the "secrets" namespace of a KV (four methods of the
 // embedding program's store; the package must not import cachestore). The model
 // never sees a value: it refers to one by name as ${secret:NAME}, which
 // http_request resolves at call time (Store.Resolve) for one origin. Each

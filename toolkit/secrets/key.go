@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -21,6 +22,9 @@ const EnvKey = "TOOLDISPATCH_SECRET_KEY"
 
 // KeySize is the size of the AES-256 key in bytes.
 const KeySize = 32
+
+// maxKeyFile is the most of a key file read: a key is 44 bytes of base64.
+const maxKeyFile = 4 << 10
 
 // File modes of the key file and of the directory created for it.
 const (
@@ -65,14 +69,31 @@ func decodeKey(s string) ([]byte, error) {
 	return nil, errors.New("is not base64")
 }
 
+// readKeyFile reads the key from path. A key file with more than one link
+// is refused: its other name may lie where tools or commands can read it
+// (made by an earlier command, before the sandbox, or by anyone), and the
+// sandbox cannot deny a path inside the trees it allows.
 func readKeyFile(path string, log zerolog.Logger) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("secrets: reading key file %s: %w", path, err)
 	}
-	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("secrets: reading key file %s: %w", path, err)
+	}
+	if n := linkCount(fi); n > 1 {
+		return nil, fmt.Errorf("%w: key file %s has %d links: another name of it may lie where tools or commands can read it; "+
+			"find it (find / -xdev -samefile %s), remove it, and start again", ErrKeyFileLinks, path, n, path)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
 		log.Warn().Str("file", path).Str("mode", fi.Mode().Perm().String()).
 			Msg("the secrets key file is readable by others; chmod 600 it")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("secrets: reading key file %s: %w", path, err)
 	}
 	key, err := decodeKey(strings.TrimSpace(string(b)))
 	if err != nil {
@@ -83,8 +104,9 @@ func readKeyFile(path string, log zerolog.Logger) ([]byte, error) {
 
 // createKeyFile writes a fresh random key to path with mode 0600; it fails
 // with an error matching fs.ErrExist when the file appeared meanwhile. The
-// key is written to a temporary file first and linked into place, so no
-// reader ever sees a half-written key file.
+// key is written to a temporary file first and moved into place without
+// replacing anything (placeKeyFile), so no reader ever sees a half-written
+// key file, nor one with two links.
 func createKeyFile(path string, log zerolog.Logger) ([]byte, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, keyDirMode); err != nil {
@@ -114,7 +136,7 @@ func createKeyFile(path string, log zerolog.Logger) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secrets: writing key file %s: %w", path, err)
 	}
-	if err := os.Link(tmp, path); err != nil {
+	if err := placeKeyFile(tmp, path); err != nil {
 		return nil, fmt.Errorf("secrets: creating key file %s: %w", path, err)
 	}
 	log.Info().Str("file", path).Msg("created a new secrets key file")

@@ -53,6 +53,9 @@ var (
 	ErrWrongKey = errors.New("secrets: wrong encryption key")
 	// ErrCorrupt: a stored record cannot be decrypted or decoded.
 	ErrCorrupt = errors.New("secrets: damaged record")
+	// ErrKeyFileLinks: the key file has another name (a hard link), which
+	// may lie where tools or commands can read it.
+	ErrKeyFileLinks = errors.New("secrets: the key file has more than one link")
 )
 
 // validName is what a secret name may look like: a letter or underscore,
