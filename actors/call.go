@@ -84,6 +84,10 @@ func (a *callActor) run(p *callPlan, closed *atomic.Bool, span trace.Span) *call
 		err = sleepCtx(cctx, p.fault.Latency)
 	}
 	if err == nil {
+		// The approval holds only for the files as its preview showed them.
+		if m := stillAsApproved(cctx, p); m != nil {
+			return &callOutcome{idx: p.idx, msg: m}
+		}
 		res, err = p.tool.Handler(cctx, c)
 	}
 	if err == nil && !p.fault.Injected() {

@@ -17,7 +17,6 @@ import (
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/toolkit"
-	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
 )
 
 // DefaultMaxBodyBytes is the largest request body when Options.MaxBodyBytes
@@ -55,10 +54,6 @@ type Options struct {
 	// Replies receives answers to ask_user questions and client tool
 	// results. When nil, those endpoints answer 404.
 	Replies Replies
-	// Workspace, when set, is the workspace the built-in file tools write:
-	// pending edit_file and remove_file confirmations show a diff against
-	// its current files. When nil, they show their arguments only.
-	Workspace *builtin.Workspace
 
 	// The operator's policy (SPEC §16): a request body may narrow it,
 	// never widen it.
