@@ -127,9 +127,10 @@ type Config struct {
 	// event's text before they leave the dispatcher (secret values).
 	Redact func(string) string
 	// PastFixes, when set, returns up to three lines describing recorded
-	// fixes of errors like this one (error memory); they are added to a
-	// failed call's text before its next: line. It runs on the call's actor.
-	PastFixes func(ctx context.Context, tool, errText string) []string
+	// fixes of errors like this one (error memory) that the call's session
+	// may read; they are added to a failed call's text, marked as quoted
+	// notes, before its next: line. It runs on the call's actor.
+	PastFixes func(ctx context.Context, session, tool, errText string) []string
 
 	// MaxApprove is the most any turn gets (SPEC §16): a turn's approve is
 	// lowered to it, never the other way. Default (""): ApproveAll, the

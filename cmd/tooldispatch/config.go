@@ -16,6 +16,7 @@ import (
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 	"github.com/tooldispatch/tooldispatch/toolkit/mcp"
+	"github.com/tooldispatch/tooldispatch/toolkit/memory"
 	"github.com/tooldispatch/tooldispatch/toolkit/sandbox"
 	"github.com/tooldispatch/tooldispatch/toolkit/script"
 	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
@@ -48,6 +49,16 @@ type fileConfig struct {
 	Telemetry telemetryConfig `toml:"telemetry"`
 	// Cluster: owner routing of serve --cluster ([cluster]).
 	Cluster clusterConfig `toml:"cluster"`
+	// Memory: who reads the error memory's records ([memory]).
+	Memory memoryConfig `toml:"memory"`
+}
+
+type memoryConfig struct {
+	// ErrorScope is which sessions read a write_error record (its
+	// error_history and the past fixes quoted in a failed call's result):
+	// "session" (default), only the session that wrote it, or "workspace",
+	// every session of the workspace.
+	ErrorScope memory.Scope `toml:"error_scope"`
 }
 
 type secretsConfig struct {
@@ -201,6 +212,9 @@ func (c *fileConfig) validate() error {
 		if err := c.Dispatcher.Formats.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("dispatcher.formats: %w", err))
 		}
+	}
+	if err := c.Memory.ErrorScope.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("memory.error_scope: %w", err))
 	}
 	if err := c.Telemetry.validate(); err != nil {
 		errs = append(errs, err)

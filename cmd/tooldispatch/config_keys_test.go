@@ -54,6 +54,7 @@ var configKeyRows = []configKeyRow{
 	}},
 	{key: "dispatcher.formats", effect: TestRunFormatPolicy},
 	{key: "dispatcher.pattern_timeout", effect: TestRunPatternTimeout},
+	{key: "memory.error_scope", effect: TestRunErrorMemoryScope},
 	{key: "secrets.key_file", effect: testConfigSecretsKeyFile},
 	{key: "secrets.bind.name", effect: TestConfigBindsSecrets},
 	{key: "secrets.bind.origins", effect: TestConfigBindsSecrets},

@@ -97,7 +97,7 @@ func beltConfig(ws *builtin.Workspace, store cachestore.Store, dataDir string, o
 	return belt.Config{
 		Workspace: ws, Store: store, KeyFile: keyFilePath(cfg, dataDir), Protected: ownFiles(o, cfg),
 		Shell: o.shell, Sandbox: cfg.Sandbox, Web: cfg.Web, Script: cfg.Script, Ext: cfg.Ext, MCP: cfg.MCP,
-		BindSecrets: cfg.Secrets.bindSecrets, Exclude: cfg.Dispatcher.Exclude,
+		BindSecrets: cfg.Secrets.bindSecrets, Exclude: cfg.Dispatcher.Exclude, ErrorScope: cfg.Memory.ErrorScope,
 		Observer: observer, Logger: log,
 	}
 }

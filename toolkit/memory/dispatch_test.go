@@ -55,7 +55,7 @@ func TestPastFixesThroughDispatcher(t *testing.T) {
 		t.Fatalf("write_error: %s %s", m.Status, m.Content)
 	}
 	m := turn("c2", "read_files", `{"paths":["config.yaml"]}`)
-	want := `- E1 (read_files): "permission denied" → run chmod via run_command first`
+	want := `- E1 (read_files): "permission denied" → "run chmod via run_command first"`
 	if m.Status != "error" || !strings.Contains(m.Content, want) || !strings.Contains(m.Content, "\nnext: ") {
 		t.Errorf("failed call's text lacks the past fix %q:\n%s", want, m.Content)
 	}
