@@ -13,6 +13,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/rs/zerolog"
 
+	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 	"github.com/tooldispatch/tooldispatch/toolkit/mcp"
@@ -51,6 +52,15 @@ type fileConfig struct {
 	Cluster clusterConfig `toml:"cluster"`
 	// Memory: who reads the error memory's records ([memory]).
 	Memory memoryConfig `toml:"memory"`
+	// Service: limits of serve ([service]).
+	Service serviceConfig `toml:"service"`
+}
+
+type serviceConfig struct {
+	// MaxInFlightBytes bounds the bytes of request bodies in flight: past
+	// it a request is answered 429 with Retry-After (default twice the
+	// body limit, which is [dispatcher] max_turn_bytes plus 1 MiB).
+	MaxInFlightBytes int64 `toml:"max_inflight_bytes"`
 }
 
 type memoryConfig struct {
@@ -121,6 +131,16 @@ type dispatcherConfig struct {
 	Formats toolkit.FormatPolicy `toml:"formats"`
 	// PatternTimeout bounds one match of a schema pattern (default 200ms).
 	PatternTimeout duration `toml:"pattern_timeout"`
+	// MaxTurnBytes bounds the arguments of one turn, all calls together,
+	// on every route (default 64 MiB, at most 256 MiB); a run input value
+	// or a request body may take 1 MiB more (actors.EncodedTurnLimit).
+	MaxTurnBytes int `toml:"max_turn_bytes"`
+}
+
+// maxTurnBytes is the turn limit of the configuration, its default filled
+// in.
+func (c dispatcherConfig) maxTurnBytes() int {
+	return cmp.Or(c.MaxTurnBytes, actors.DefaultMaxTurnBytes)
 }
 
 // schemaOptions are the schema cache options of the configuration.
@@ -212,6 +232,15 @@ func (c *fileConfig) validate() error {
 		if err := c.Dispatcher.Formats.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("dispatcher.formats: %w", err))
 		}
+	}
+	if c.Dispatcher.MaxTurnBytes < 0 {
+		errs = append(errs, fmt.Errorf("dispatcher.max_turn_bytes must not be negative, got %d", c.Dispatcher.MaxTurnBytes))
+	}
+	if c.Service.MaxInFlightBytes < 0 {
+		errs = append(errs, fmt.Errorf("service.max_inflight_bytes must not be negative, got %d", c.Service.MaxInFlightBytes))
+	} else if m := c.Service.MaxInFlightBytes; m > 0 && m < actors.EncodedTurnLimit(c.Dispatcher.maxTurnBytes()) {
+		errs = append(errs, fmt.Errorf("service.max_inflight_bytes (%d) is less than the largest request body (%d: [dispatcher] max_turn_bytes plus 1 MiB): the largest turn could never be admitted",
+			m, actors.EncodedTurnLimit(c.Dispatcher.maxTurnBytes())))
 	}
 	if err := c.Memory.ErrorScope.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("memory.error_scope: %w", err))

@@ -54,6 +54,8 @@ var configKeyRows = []configKeyRow{
 	}},
 	{key: "dispatcher.formats", effect: TestRunFormatPolicy},
 	{key: "dispatcher.pattern_timeout", effect: TestRunPatternTimeout},
+	{key: "dispatcher.max_turn_bytes", effect: TestTurnLimitOnEveryRoute},
+	{key: "service.max_inflight_bytes", effect: TestServeInFlightBudget},
 	{key: "memory.error_scope", effect: TestRunErrorMemoryScope},
 	{key: "secrets.key_file", effect: testConfigSecretsKeyFile},
 	{key: "secrets.bind.name", effect: TestConfigBindsSecrets},

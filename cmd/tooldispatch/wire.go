@@ -259,6 +259,7 @@ func dispatcherSettings(o *options, cfg *fileConfig) actors.Config {
 		ConfirmTimeout: cmp.Or(o.confirmTimeout, cfg.Dispatcher.ConfirmTimeout.Duration),
 		MaxApprove:     cmp.Or(o.approve, actors.ApproveAsk),
 		Exclude:        slices.Clone(cfg.Dispatcher.Exclude),
+		MaxTurnBytes:   cfg.Dispatcher.MaxTurnBytes,
 	}
 	return c
 }
