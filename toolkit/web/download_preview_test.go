@@ -2,28 +2,11 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/tooldispatch/tooldispatch/toolkit"
 )
-
-// objArgs parses test arguments.
-func objArgs(t *testing.T, args obj) toolkit.Args {
-	t.Helper()
-	raw, err := json.Marshal(args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := toolkit.ParseArgs(string(raw), toolkit.DefaultLimits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
 
 // TestDownloadPreview: download_file's preview says what it does to its
 // file as it is (create, replace, or fail), shows the URL as given (a
