@@ -114,12 +114,11 @@ func TestApprovalHoldsForThePreviewedState(t *testing.T) {
 }
 
 // TestConfirmEventCarriesThePreview: a tool_confirm of a previewing tool
-// carries the diff and the state hash; a reply before it was sent answers
-// nothing; a preview that panics skips the call without asking.
+// carries the diff and the state hash; a preview that panics skips the
+// call without asking.
 func TestConfirmEventCarriesThePreview(t *testing.T) {
 	files := &memFiles{files: map[string]string{"a": "1"}}
-	var h *harness
-	h = newHarness(t, func(c *Config) {
+	h := newHarness(t, func(c *Config) {
 		c.Registry = previewingRegistry(files, newProbe())
 	})
 	h.mu.Lock()
