@@ -26,7 +26,8 @@ type ApprovalRequest struct {
 	// An approval holds only while the files stay in that state: if they
 	// changed when the call's turn to run comes (an earlier call of the
 	// turn, or anything else, changed them), the call does not run and
-	// ends skipped. Empty for other calls.
+	// ends skipped. Empty for other calls. Like every event text, they are
+	// redacted (Config.Redact) before they are cut.
 	Diff      string
 	Note      string
 	StateHash string

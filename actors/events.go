@@ -64,6 +64,7 @@ func (e *emitter) emit(ev *messages.Event) {
 	ev.Session, ev.Run, ev.Turn = e.session, e.run, e.turn
 	if e.redact != nil {
 		ev.Text, ev.Arguments = e.redact(ev.Text), e.redact(ev.Arguments)
+		ev.Diff, ev.Note = e.redact(ev.Diff), e.redact(ev.Note)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -342,7 +342,7 @@ func (a *preflightActor) previewed(ctx actor.Context, m *previewed) {
 	if note := earlierWriters(a.plans, p); note != "" {
 		pv.Note = strings.TrimSpace(pv.Note + "\n" + note)
 	}
-	a.put(ctx, p, pv)
+	a.put(ctx, p, shown(pv, a.in.cfg.Redact))
 }
 
 // put asks for the pending call's approval.

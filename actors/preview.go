@@ -17,6 +17,25 @@ import (
 // 2, after the earlier calls of its turn), callActor.run reads the state
 // again (Tool.FileState); when it differs, the call does not run.
 
+// Bounds of a preview as it is shown, after redaction.
+const (
+	maxPreviewDiff = 64 << 10
+	maxPreviewNote = 4 << 10
+)
+
+// shown is a preview as a person is shown it: redacted whole (a file may
+// hold a stored secret's value), then cut.
+func shown(pv toolkit.Preview, redact func(string) string) toolkit.Preview {
+	if redact != nil {
+		pv.Diff, pv.Note = redact(pv.Diff), redact(pv.Note)
+	}
+	if len(pv.Diff) > maxPreviewDiff {
+		pv.Diff = strings.ToValidUTF8(pv.Diff[:maxPreviewDiff], "") + "\n… (diff cut)\n"
+	}
+	pv.Note = messages.ClipText(pv.Note, maxPreviewNote)
+	return pv
+}
+
 // previewed is a call's preview, computed off the preflight actor's
 // goroutine and piped back to it.
 type previewed struct {

@@ -196,3 +196,76 @@ func TestNoAnswerBeforeThePreview(t *testing.T) {
 		t.Error("the early approval ran the call")
 	}
 }
+
+// TestPreviewIsRedactedBeforeItIsCut: a preview shows a file's content, which
+// may hold a stored secret's value: the tool_confirm event and the
+// Approver's request carry it redacted, redacted whole before a long diff
+// is cut, so no part of the value is shown where the cut falls inside it.
+func TestPreviewIsRedactedBeforeItIsCut(t *testing.T) {
+	const secret = "s3cr3t-VALUE-0123456789"
+	// The value straddles the point where a long diff is cut.
+	long := strings.Repeat("d", maxPreviewDiff-10) + secret + "\n"
+	for _, diff := range []string{"-old\n+token=" + secret + "\n", long} {
+		files := &memFiles{files: map[string]string{"a": "1"}}
+		var asked []ApprovalRequest
+		var mu sync.Mutex
+		reg := previewingRegistry(files, newProbe())
+		put, _ := reg.Lookup("put")
+		leaky := *put
+		leaky.Name = "leaky"
+		leaky.Preview = func(ctx context.Context, a toolkit.Args) toolkit.Preview {
+			return toolkit.Preview{Diff: diff, Note: "the file holds " + secret, State: "a\x001\n"}
+		}
+		reg.Register(leaky)
+		for _, approver := range []bool{false, true} {
+			h := newHarness(t, func(c *Config) {
+				c.Registry = reg
+				c.Redact = func(s string) string { return strings.ReplaceAll(s, secret, "[secret:TOKEN]") }
+				if approver {
+					c.Approver = func(_ context.Context, r ApprovalRequest) (bool, string) {
+						mu.Lock()
+						asked = append(asked, r)
+						mu.Unlock()
+						return false, ""
+					}
+				}
+			})
+			h.mu.Lock()
+			h.onEv = func(e *messages.Event) {
+				if e.Kind == EventToolConfirm {
+					go func() {
+						_, _ = h.d.Confirm(context.Background(), &messages.ConfirmReply{Session: e.Session, CallId: e.CallId, ArgsHash: e.ArgsHash})
+					}()
+				}
+			}
+			h.mu.Unlock()
+			tr := turn("s1", "r1", call("l1", "leaky", `{"path":"a","value":"2"}`))
+			tr.Approve = ApproveAsk
+			h.dispatch(tr)
+			var shown []string
+			h.mu.Lock()
+			for _, e := range h.events {
+				if e.Kind == EventToolConfirm {
+					shown = append(shown, e.Diff, e.Note)
+				}
+			}
+			h.mu.Unlock()
+			mu.Lock()
+			for _, r := range asked {
+				shown = append(shown, r.Diff, r.Note)
+			}
+			mu.Unlock()
+			if len(shown) != 2 {
+				t.Fatalf("approver %v: %d previews shown, want 1", approver, len(shown)/2)
+			}
+			for _, s := range shown {
+				for i := 6; i <= len(secret); i++ {
+					if strings.Contains(s, secret[:i]) {
+						t.Fatalf("approver %v: a preview shows %q of the secret: %.80q…", approver, secret[:i], s[max(0, strings.Index(s, secret[:6])-20):])
+					}
+				}
+			}
+			asked = nil
+		}
+	}
+}

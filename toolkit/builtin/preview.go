@@ -25,8 +25,6 @@ const (
 	maxStateHash = 64 << 20
 	// PreviewFileBytes is the largest file a preview diffs, before or after.
 	PreviewFileBytes = 256 << 10
-	// previewDiffBytes bounds a diff's text; the rest is cut.
-	previewDiffBytes = 64 << 10
 	// diffContext is how many unchanged lines surround each change.
 	diffContext = 3
 )
@@ -145,7 +143,9 @@ func (w *Workspace) stateOnly(rel string) Snapshot {
 
 // UnifiedDiff is the unified diff from before to after of the file rel,
 // from /dev/null when created and to /dev/null when removed; "" when
-// nothing changes. A diff longer than 64 KiB is cut.
+// nothing changes. It is whole (the dispatcher redacts a preview, then
+// cuts it); its size is bounded by the sides', at most PreviewFileBytes
+// each where previews call it.
 func UnifiedDiff(rel string, before, after []byte, created, removed bool) string {
 	from, to := "a/"+rel, "b/"+rel
 	if created {
@@ -159,9 +159,6 @@ func UnifiedDiff(rel string, before, after []byte, created, removed bool) string
 	})
 	if err != nil {
 		return ""
-	}
-	if len(text) > previewDiffBytes {
-		text = strings.ToValidUTF8(text[:previewDiffBytes], "") + "\n… (diff cut)\n"
 	}
 	return text
 }
