@@ -121,6 +121,13 @@ func drop(body io.Reader, n int64) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, n))
 }
 
+// maxAnswerBytes bounds the body of a confirmation or an answer, which
+// stay outside the budget: a reason or an answer's text.
+const maxAnswerBytes = 1 << 20
+
+// answerBodyBytes is the body limit of a confirmation or an answer.
+func (s *Server) answerBodyBytes() int64 { return min(s.opts.MaxBodyBytes, maxAnswerBytes) }
+
 // overBudget is the answer to a request the budget refused.
 func overBudget(size int64) *apiError {
 	e := errorf(http.StatusTooManyRequests, "too many bytes of turns in flight: the service takes at most %d bytes of request bodies at once; nothing ran: retry later", size)

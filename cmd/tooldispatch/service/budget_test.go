@@ -187,3 +187,37 @@ func sendAllThenRead(t *testing.T, addr, path string, body []byte) string {
 	}
 	return line
 }
+
+// TestAnswersAreNotRefusedForTurnsInFlight: with the in-flight budget full
+// to the byte with turns, a person's confirmation and answer still get
+// through: turns waiting for them must not starve them.
+func TestAnswersAreNotRefusedForTurnsInFlight(t *testing.T) {
+	entered, release := make(chan string, 4), make(chan struct{})
+	body := bigTurn(t, 64<<10)
+	f := newFixture(t, fixtureOpts{maxBody: int64(len(body)), tools: []toolkit.Tool{holdTool(entered, release)}})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(release)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, _ = f.postRaw(ctx, fmt.Sprint("full-", i), body, false)
+		}()
+		<-entered
+	}
+	if resp, b, err := f.postRaw(ctx, "full-2", body, false); err != nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("the budget is not full: a third turn got %v %s", err, b)
+	}
+	for path, body := range map[string]any{
+		"/v1/sessions/full-0/confirm/h1": map[string]any{"approve": true},
+		"/v1/sessions/full-0/answer/h1":  map[string]any{"text": "yes"},
+	} {
+		resp, b := f.do("POST", path, body)
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusBadRequest {
+			t.Errorf("POST %s: %d %s", path, resp.StatusCode, b)
+		}
+	}
+}

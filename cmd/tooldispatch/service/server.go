@@ -46,10 +46,11 @@ type Options struct {
 	// allows, actors.EncodedTurnLimit(Dispatcher.MaxTurnBytes()): the most
 	// bytes of arguments a turn may carry, plus 1 MiB of envelope.
 	MaxBodyBytes int64
-	// MaxInFlightBytes bounds the bytes of request bodies in flight: a
-	// request is admitted while its body fits beside those of the requests
-	// being read, dispatched or answered, and answered 429 with Retry-After
-	// otherwise, before anything runs. A turn costs several times its body
+	// MaxInFlightBytes bounds the bytes of request bodies in flight (turns
+	// and client results; confirmations and answers, at most 1 MiB, are
+	// never refused for it): a request is admitted while its body fits
+	// beside those of the requests being read, dispatched or answered, and
+	// answered 429 with Retry-After otherwise, before anything runs. A turn costs several times its body
 	// in memory until it is answered (docs/PERFORMANCE.md, "Memory of turns
 	// in flight"). Default twice MaxBodyBytes; at least MaxBodyBytes.
 	MaxInFlightBytes int64
@@ -203,8 +204,10 @@ func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/sessions/{session}/turns", s.owned(s.budgeted(s.handleTurn)))
 	mux.HandleFunc("GET /v1/sessions/{session}/events", s.owned(s.handleSessionEvents))
-	mux.HandleFunc("POST /v1/sessions/{session}/confirm/{call_id}", s.owned(s.budgeted(s.handleConfirm)))
-	mux.HandleFunc("POST /v1/sessions/{session}/answer/{call_id}", s.owned(s.budgeted(s.handleAnswer)))
+	// A person's confirmation or answer is never refused for the turns in
+	// flight (they may be waiting for it): small bodies, outside the budget.
+	mux.HandleFunc("POST /v1/sessions/{session}/confirm/{call_id}", s.owned(s.handleConfirm))
+	mux.HandleFunc("POST /v1/sessions/{session}/answer/{call_id}", s.owned(s.handleAnswer))
 	mux.HandleFunc("POST /v1/sessions/{session}/client_result/{call_id}", s.owned(s.budgeted(s.handleClientResult)))
 	mux.HandleFunc("DELETE /v1/sessions/{session}/runs/{run}", s.owned(s.handleEndRun))
 	mux.HandleFunc("GET /v1/sessions/{session}", s.owned(s.handleSession))
