@@ -19,6 +19,18 @@ type ApprovalRequest struct {
 	// ArgsHash is the hash of Args the answer is bound to, as in a
 	// tool_confirm event.
 	ArgsHash string
+	// Diff and Note preview a call that changes workspace files: what it
+	// would do to them as they were when it was asked (a unified diff, or
+	// a note saying why there is none, e.g. that the call will fail), and
+	// StateHash is the hash of the state of the files that preview read.
+	// An approval holds only while the files stay in that state: if they
+	// changed when the call's turn to run comes (an earlier call of the
+	// turn, or anything else, changed them), the call does not run and
+	// ends skipped. Empty for other calls. Like every event text, they are
+	// redacted (Config.Redactor) before they are cut.
+	Diff      string
+	Note      string
+	StateHash string
 }
 
 // Approver decides whether a call that is not read-only may run; reason

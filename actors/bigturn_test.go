@@ -38,3 +38,34 @@ func TestTurnOverTheArgumentLimitIsRefused(t *testing.T) {
 		t.Errorf("64 calls of 1 MiB: %d messages, last %v", len(r.Messages), statuses(r)[63:])
 	}
 }
+
+// TestMaxTurnBytesIsConfigured: Config.MaxTurnBytes is the limit of the Go
+// API (Dispatch and Prepare alike): a turn whose arguments total exactly
+// the limit runs, one byte more is refused before anything runs. Out of
+// bounds, the configuration is refused.
+func TestMaxTurnBytesIsConfigured(t *testing.T) {
+	const limit = 3 << 10
+	h := newHarness(t, func(c *Config) { c.MaxTurnBytes = limit })
+	args := func(c byte, n int) string { return `{"x":"` + strings.Repeat(string(c), n-len(`{"x":""}`)) + `"}` }
+	tr := turn("s1", "r1", call("c1", "echo", args('a', limit/2)), call("c2", "echo", args('b', limit/2)))
+	if r := h.dispatch(tr); len(r.Messages) != 2 || r.Messages[1].Status != "ok" {
+		t.Errorf("a turn at the limit: %v", statuses(r))
+	}
+	tr = turn("s1", "r2", call("c3", "echo", args('a', limit/2)), call("c4", "echo", args('b', limit/2+1)))
+	want := fmt.Sprintf("the turn's arguments total %d bytes, more than the %d a turn may carry", limit+1, limit)
+	if _, err := h.d.Prepare(tr); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Prepare of a turn one byte over: %v", err)
+	}
+	if _, err := h.d.Dispatch(context.Background(), tr); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Dispatch of a turn one byte over: %v", err)
+	}
+	if n := h.p.count("c3"); n != 0 {
+		t.Errorf("a call of the refused turn ran %d times", n)
+	}
+	for _, bad := range []int{-1, 256<<20 + 1} {
+		c := Config{Registry: testRegistry(newProbe()), Store: h.store, MaxTurnBytes: bad}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "MaxTurnBytes") {
+			t.Errorf("MaxTurnBytes %d: %v", bad, err)
+		}
+	}
+}

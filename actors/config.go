@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"time"
@@ -23,18 +24,34 @@ const (
 	defaultCancelGrace    = 2 * time.Second
 	defaultWatchdogGrace  = time.Second
 	defaultMaxCalls       = 4096
-	// maxTurnArgBytes bounds the arguments of one turn, all calls together
-	// (each call has its own 1 MiB limit): a turn is held in memory several
-	// times over (request, intent, record, store transaction), and
-	// PostgreSQL refuses a value over 1 GB. The run input's limit per turn
-	// is the same.
-	maxTurnArgBytes = 64 << 20
+	// DefaultMaxTurnBytes bounds the arguments of one turn, all calls
+	// together (each call has its own 1 MiB limit), when
+	// Config.MaxTurnBytes is zero: a turn is held in memory several times
+	// over (request, intent, record, store transaction).
+	DefaultMaxTurnBytes = 64 << 20
+	// maxMaxTurnBytes is the largest Config.MaxTurnBytes: a turn's record
+	// (arguments and results) must stay far below the 1 GB PostgreSQL
+	// takes in one value.
+	maxMaxTurnBytes = 256 << 20
+	// encodingOverhead is what EncodedTurnLimit adds for the envelope
+	// around the arguments (ids, names, session, client tools' schemas).
+	encodingOverhead = 1 << 20
 	// requestTimeout bounds how long an API call waits for the actor system;
 	// turns end far sooner (each call has its own timeout).
 	requestTimeout = 24 * time.Hour
 	// storeTimeout bounds one store operation requested by an actor.
 	storeTimeout = 2 * time.Minute
 )
+
+// EncodedTurnLimit is the most bytes a turn may take where it is read as
+// JSON (a value of run input, a request body of the service): the turn
+// limit plus 1 MiB of envelope (ids, names, session, client tools). The
+// arguments count there as encoded, escapes included; a larger body is
+// refused before it is decoded, and a turn within it whose arguments total
+// more than maxTurnBytes by the dispatcher's own check.
+func EncodedTurnLimit(maxTurnBytes int) int64 {
+	return int64(maxTurnBytes) + encodingOverhead
+}
 
 // Approval policies of a run (DispatchTurn.approve).
 const (
@@ -119,6 +136,13 @@ type Config struct {
 	Limits toolkit.Limits
 	// MaxCallsPerTurn: calls beyond it are refused with invalid_args.
 	MaxCallsPerTurn int
+	// MaxTurnBytes bounds the arguments of one turn, all calls together: a
+	// larger turn is refused before anything runs (ErrBadRequest), whatever
+	// the route (run input, the service, a cluster member, the Go API).
+	// The routes that read a turn as JSON take at most
+	// EncodedTurnLimit(MaxTurnBytes) bytes of it. Default
+	// DefaultMaxTurnBytes (64 MiB), at most 256 MiB.
+	MaxTurnBytes int
 	// Clock gives the time of events and records. Default time.Now.
 	Clock func() time.Time
 	// Observer receives measurements. Default toolkit.NopObserver.
@@ -131,9 +155,10 @@ type Config struct {
 	// every text the dispatcher cuts is redacted whole first.
 	Redactor toolkit.Redactor
 	// PastFixes, when set, returns up to three lines describing recorded
-	// fixes of errors like this one (error memory); they are added to a
-	// failed call's text before its next: line. It runs on the call's actor.
-	PastFixes func(ctx context.Context, tool, errText string) []string
+	// fixes of errors like this one (error memory) that the call's session
+	// may read; they are added to a failed call's text, marked as quoted
+	// notes, before its next: line. It runs on the call's actor.
+	PastFixes func(ctx context.Context, session, tool, errText string) []string
 
 	// MaxApprove is the most any turn gets (SPEC §16): a turn's approve is
 	// lowered to it, never the other way. Default (""): ApproveAll, the
@@ -174,6 +199,8 @@ func (c *Config) Validate() error {
 		return errors.New("actors: Config.MaxApprove must be ask, all or none")
 	case c.ConfirmTimeout < 0, c.SessionIdle < 0, c.CancelGrace < 0, c.WatchdogGrace < 0:
 		return errors.New("actors: Config durations must not be negative")
+	case c.MaxTurnBytes < 0 || c.MaxTurnBytes > maxMaxTurnBytes:
+		return fmt.Errorf("actors: Config.MaxTurnBytes must be between 0 (the default, %d) and %d, got %d", DefaultMaxTurnBytes, maxMaxTurnBytes, c.MaxTurnBytes)
 	}
 	return nil
 }
@@ -208,6 +235,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxCallsPerTurn == 0 {
 		c.MaxCallsPerTurn = defaultMaxCalls
+	}
+	if c.MaxTurnBytes == 0 {
+		c.MaxTurnBytes = DefaultMaxTurnBytes
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now

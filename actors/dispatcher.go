@@ -222,7 +222,9 @@ func withRequestID(t *messages.DispatchTurn, id string) *messages.DispatchTurn {
 	return c
 }
 
-func checkTurn(t *messages.DispatchTurn) error {
+// checkTurn refuses a turn that is malformed or whose arguments total more
+// than maxBytes.
+func checkTurn(t *messages.DispatchTurn, maxBytes int) error {
 	switch {
 	case t == nil:
 		return fmt.Errorf("%w: no turn", ErrBadRequest)
@@ -244,9 +246,9 @@ func checkTurn(t *messages.DispatchTurn) error {
 	for _, tc := range t.Message.GetToolCalls() {
 		total += len(tc.GetFunction().GetArguments())
 	}
-	if total > maxTurnArgBytes {
+	if total > maxBytes {
 		return fmt.Errorf("%w: the turn's arguments total %d bytes, more than the %d a turn may carry; nothing ran: split the calls over several turns",
-			ErrBadRequest, total, maxTurnArgBytes)
+			ErrBadRequest, total, maxBytes)
 	}
 	return nil
 }
@@ -349,6 +351,10 @@ func (d *Dispatcher) Store() cachestore.Store { return d.cfg.Store }
 // ConfirmTimeout returns how long a confirmation waits for an answer
 // (Config.ConfirmTimeout, default filled in).
 func (d *Dispatcher) ConfirmTimeout() time.Duration { return d.cfg.ConfirmTimeout }
+
+// MaxTurnBytes is the most bytes of arguments one turn may carry
+// (Config.MaxTurnBytes with its default filled in).
+func (d *Dispatcher) MaxTurnBytes() int { return d.cfg.MaxTurnBytes }
 
 // Close stops accepting turns and waits for running ones to end; when ctx
 // ends first it cancels them and waits for their commit. Then it stops the dispatcher actor and, if the

@@ -81,7 +81,7 @@ var sessionSupervisor = actor.NewOneForOneStrategy(0, 0, func(any) actor.Directi
 func (a *dispatcherActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.DispatchTurn:
-		if err := checkTurn(m); err != nil {
+		if err := checkTurn(m, a.cfg.MaxTurnBytes); err != nil {
 			ctx.Respond(&messages.TurnResult{Session: m.GetSession(), Error: err.Error()})
 			return
 		}

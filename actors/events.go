@@ -73,6 +73,7 @@ func (e *emitter) emit(ev *messages.Event) {
 	}
 	if e.redactor != nil {
 		ev.Text, ev.Arguments = e.redactor.Redact(ev.Text), e.redactor.Redact(ev.Arguments)
+		ev.Diff, ev.Note = e.redactor.Redact(ev.Diff), e.redactor.Redact(ev.Note)
 	}
 	e.send(ev)
 }

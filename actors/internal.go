@@ -71,6 +71,11 @@ type callPlan struct {
 	fetch bool
 	// fault is what chaos mode injects into the call (usually nothing).
 	fault chaos.Decision
+	// bound is set when the call asked for approval with a preview of the
+	// files it changes (Tool.Preview): the approval holds only while
+	// Tool.FileState still returns boundState, the state that preview read.
+	bound      bool
+	boundState string
 }
 
 // preflightDone is pass 1's reply to its turn.

@@ -31,7 +31,7 @@ func (p *Prepared) Turn() *messages.DispatchTurn { return p.turn }
 // ErrBadRequest; a client tool named like a built-in of the provider's
 // tools array also wraps toolkit.ErrToolCollision.
 func prepare(cfg *Config, t *messages.DispatchTurn) (*Prepared, error) {
-	if err := checkTurn(t); err != nil {
+	if err := checkTurn(t, cfg.MaxTurnBytes); err != nil {
 		return nil, err
 	}
 	policy, err := chaos.Parse(t.Chaos)

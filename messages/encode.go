@@ -60,6 +60,11 @@ type EventJSON struct {
 	ArgsHash  string `json:"args_hash,omitempty"`
 	Arguments string `json:"arguments,omitempty"`
 	Injected  string `json:"injected,omitempty"`
+	// Diff, Note and StateHash preview a tool_confirm of a call that
+	// changes workspace files (see Event).
+	Diff      string `json:"diff,omitempty"`
+	Note      string `json:"note,omitempty"`
+	StateHash string `json:"state_hash,omitempty"`
 }
 
 // ToolMessageJSON is m in the OpenAI shape with name and status.
@@ -156,6 +161,7 @@ func EventToJSON(ev *Event) EventJSON {
 		CallID: ev.GetCallId(), Tool: ev.GetTool(), Seq: ev.GetSeq(),
 		Text: ev.GetText(), Status: ev.GetStatus(), ArgsHash: ev.GetArgsHash(),
 		Arguments: ev.GetArguments(), Injected: ev.GetInjected(),
+		Diff: ev.GetDiff(), Note: ev.GetNote(), StateHash: ev.GetStateHash(),
 	}
 	if ns := ev.GetTimeUnixNano(); ns != 0 {
 		d.Time = time.Unix(0, ns).UTC().Format(time.RFC3339Nano)

@@ -998,8 +998,16 @@ type Event struct {
 	// args_hash binds a tool_confirm to the canonical arguments it asks about.
 	ArgsHash string `protobuf:"bytes,11,opt,name=args_hash,json=argsHash,proto3" json:"args_hash,omitempty"`
 	// arguments are the canonical arguments (tool_call, tool_confirm).
-	Arguments     string `protobuf:"bytes,12,opt,name=arguments,proto3" json:"arguments,omitempty"`
-	Injected      string `protobuf:"bytes,13,opt,name=injected,proto3" json:"injected,omitempty"`
+	Arguments string `protobuf:"bytes,12,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	Injected  string `protobuf:"bytes,13,opt,name=injected,proto3" json:"injected,omitempty"`
+	// diff and note preview a tool_confirm of a call that changes workspace
+	// files: a unified diff of what it would do to them, computed once when
+	// the confirmation is asked, and a note (why there is no diff, or what
+	// else the person should know). state_hash is the hash of the files'
+	// state that preview read; the approval holds only while it is unchanged.
+	Diff          string `protobuf:"bytes,14,opt,name=diff,proto3" json:"diff,omitempty"`
+	Note          string `protobuf:"bytes,15,opt,name=note,proto3" json:"note,omitempty"`
+	StateHash     string `protobuf:"bytes,16,opt,name=state_hash,json=stateHash,proto3" json:"state_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1121,6 +1129,27 @@ func (x *Event) GetArguments() string {
 func (x *Event) GetInjected() string {
 	if x != nil {
 		return x.Injected
+	}
+	return ""
+}
+
+func (x *Event) GetDiff() string {
+	if x != nil {
+		return x.Diff
+	}
+	return ""
+}
+
+func (x *Event) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *Event) GetStateHash() string {
+	if x != nil {
+		return x.StateHash
 	}
 	return ""
 }
@@ -1463,7 +1492,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
 	"\breplayed\x18\x06 \x01(\bR\breplayed\x12\x16\n" +
 	"\x06member\x18\a \x01(\tR\x06member\x12\x1a\n" +
-	"\bconflict\x18\b \x01(\bR\bconflict\"\xc3\x02\n" +
+	"\bconflict\x18\b \x01(\bR\bconflict\"\x8a\x03\n" +
 	"\x05Event\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\asession\x18\x02 \x01(\tR\asession\x12\x10\n" +
@@ -1478,7 +1507,11 @@ const file_tooldispatch_proto_rawDesc = "" +
 	" \x01(\tR\x06status\x12\x1b\n" +
 	"\targs_hash\x18\v \x01(\tR\bargsHash\x12\x1c\n" +
 	"\targuments\x18\f \x01(\tR\targuments\x12\x1a\n" +
-	"\binjected\x18\r \x01(\tR\binjected\"\xd2\x01\n" +
+	"\binjected\x18\r \x01(\tR\binjected\x12\x12\n" +
+	"\x04diff\x18\x0e \x01(\tR\x04diff\x12\x12\n" +
+	"\x04note\x18\x0f \x01(\tR\x04note\x12\x1d\n" +
+	"\n" +
+	"state_hash\x18\x10 \x01(\tR\tstateHash\"\xd2\x01\n" +
 	"\fConfirmReply\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +

@@ -65,6 +65,9 @@ func (r *Registry) add(t *Tool, replace bool) error {
 	if t.Handler == nil && t.Source != SourceClient {
 		return fmt.Errorf("toolkit: tool %s has no handler", t.Name)
 	}
+	if (t.Preview == nil) != (t.FileState == nil) {
+		return fmt.Errorf("toolkit: tool %s sets only one of Preview and FileState", t.Name)
+	}
 	if len(t.Schema) == 0 {
 		t.Schema = []byte(`{"type":"object"}`)
 	}

@@ -210,6 +210,17 @@ type Tool struct {
 	// de-duplication entry; a repeat is answered from the entry only while a
 	// fresh stamp is equal, otherwise it runs again.
 	Stamp func(Args) string
+	// Preview and FileState, set together on a tool that changes
+	// workspace files, bind an approval to what the person saw (SPEC §16).
+	// Preview is computed once, when a call asks for approval: what the
+	// call would do to the files as they are then, shown with the
+	// confirmation, and the State of the files it read. Just before an
+	// approved call runs (after the earlier calls of its turn), FileState
+	// reads that state again; when it differs, the call does not run
+	// (skipped). Both must read the same paths and describe them the same
+	// way (see Preview.State).
+	Preview   PreviewFunc
+	FileState FileStateFunc
 
 	// SchemaError, when set, is why Schema does not compile (an MCP or client
 	// tool whose schema the validator refuses). Such a tool is listed (tools

@@ -146,7 +146,7 @@ func (m *Member) Forwarded() uint64 { return m.p.forwarded.Load() }
 // start joins the cluster with session grains of the given props.
 func start(sys *actor.ActorSystem, co Options, sessions *actor.Props, local func(*messages.Event),
 	members *atomic.Pointer[[]string], p *placement) (*router, error) {
-	var opts []remote.ConfigOption
+	opts := transportOptions()
 	if co.AdvertisedHost != "" {
 		opts = append(opts, remote.WithAdvertisedHost(co.AdvertisedHost))
 	}

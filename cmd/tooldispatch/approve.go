@@ -23,6 +23,9 @@ const (
 	confirmReplyTimeout = 10 * time.Second
 	// maxShownArguments is how much of the arguments a prompt shows.
 	maxShownArguments = 4000
+	// maxShownDiffLines is how many lines of a preview's diff a prompt
+	// shows.
+	maxShownDiffLines = 200
 )
 
 // isTerminal reports whether f is a terminal. It goes through SyscallConn,
@@ -60,6 +63,8 @@ type confirmFunc func(context.Context, *messages.ConfirmReply) (*messages.Confir
 // confirmRequest is what a prompt needs from a tool_confirm event.
 type confirmRequest struct {
 	session, callID, tool, argsHash, arguments, question string
+	// diff and note preview a call that changes workspace files.
+	diff, note string
 }
 
 type lineResult struct {
@@ -116,7 +121,7 @@ func (p *prompter) Start(confirm confirmFunc) {
 func (p *prompter) Ask(ev *messages.Event) {
 	p.mu.Lock()
 	p.queue = append(p.queue, confirmRequest{session: ev.GetSession(), callID: ev.GetCallId(), tool: ev.GetTool(),
-		argsHash: ev.GetArgsHash(), arguments: ev.GetArguments(), question: ev.GetText()})
+		argsHash: ev.GetArgsHash(), arguments: ev.GetArguments(), question: ev.GetText(), diff: ev.GetDiff(), note: ev.GetNote()})
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
@@ -195,9 +200,9 @@ func (p *prompter) prompt(req confirmRequest) (approve, ok bool) {
 	if question == "" {
 		question = fmt.Sprintf("Allow %s to run with these arguments?", req.tool)
 	}
-	fmt.Fprintf(p.out, "\ntooldispatch: %s (call %s, session %s) asks to run with:\n  %s\n%s [y/N] ",
+	fmt.Fprintf(p.out, "\ntooldispatch: %s (call %s, session %s) asks to run with:\n  %s\n%s%s [y/N] ",
 		printable(req.tool, 100), printable(req.callID, 100), printable(req.session, 100),
-		printable(req.arguments, maxShownArguments), printable(question, 1000))
+		printable(req.arguments, maxShownArguments), previewText(req.diff, req.note), printable(question, 1000))
 	if p.eof {
 		fmt.Fprintln(p.out, "\ntooldispatch: no more answers can be read: denied")
 		return false, true
@@ -218,6 +223,29 @@ func (p *prompter) prompt(req confirmRequest) (approve, ok bool) {
 	}
 	fmt.Fprintln(p.out, "tooldispatch: denied")
 	return false, true
+}
+
+// previewText shows a call's preview on a terminal: its diff, each line
+// made printable, and its note; "" when there is none.
+func previewText(diff, note string) string {
+	var b strings.Builder
+	if diff != "" {
+		b.WriteString("  what it would change, as the files are now:\n")
+		lines := strings.Split(strings.TrimSuffix(diff, "\n"), "\n")
+		for i, l := range lines {
+			if i == maxShownDiffLines {
+				fmt.Fprintf(&b, "    … (%d more lines)\n", len(lines)-i)
+				break
+			}
+			b.WriteString("    " + printable(l, 1000) + "\n")
+		}
+	}
+	for _, l := range strings.Split(note, "\n") {
+		if l != "" {
+			b.WriteString("  note: " + printable(l, 2000) + "\n")
+		}
+	}
+	return b.String()
 }
 
 // readLine returns the next line of the answer source, starting the line

@@ -9,6 +9,7 @@ import (
 	"os"
 	"text/tabwriter"
 
+	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
@@ -63,7 +64,8 @@ func (e *env) chaosPlan(args []string) error {
 		defer f.Close()
 		in = f
 	}
-	tr := newTurnReader(in, maxTurnBytes)
+	// It dispatches nothing: turns of the default limit's size are read.
+	tr := newTurnReader(in, actors.EncodedTurnLimit(actors.DefaultMaxTurnBytes))
 	turn := o.firstTurn
 	for {
 		t, err := tr.Next()

@@ -13,9 +13,11 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/rs/zerolog"
 
+	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 	"github.com/tooldispatch/tooldispatch/toolkit/mcp"
+	"github.com/tooldispatch/tooldispatch/toolkit/memory"
 	"github.com/tooldispatch/tooldispatch/toolkit/sandbox"
 	"github.com/tooldispatch/tooldispatch/toolkit/script"
 	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
@@ -48,6 +50,25 @@ type fileConfig struct {
 	Telemetry telemetryConfig `toml:"telemetry"`
 	// Cluster: owner routing of serve --cluster ([cluster]).
 	Cluster clusterConfig `toml:"cluster"`
+	// Memory: who reads the error memory's records ([memory]).
+	Memory memoryConfig `toml:"memory"`
+	// Service: limits of serve ([service]).
+	Service serviceConfig `toml:"service"`
+}
+
+type serviceConfig struct {
+	// MaxInFlightBytes bounds the bytes of request bodies in flight: past
+	// it a request is answered 429 with Retry-After (default twice the
+	// body limit, which is [dispatcher] max_turn_bytes plus 1 MiB).
+	MaxInFlightBytes int64 `toml:"max_inflight_bytes"`
+}
+
+type memoryConfig struct {
+	// ErrorScope is which sessions read a write_error record (its
+	// error_history and the past fixes quoted in a failed call's result):
+	// "session" (default), only the session that wrote it, or "workspace",
+	// every session of the workspace.
+	ErrorScope memory.Scope `toml:"error_scope"`
 }
 
 type secretsConfig struct {
@@ -114,6 +135,16 @@ type dispatcherConfig struct {
 	// 1s), PatternTurnBudget that of all the calls of one turn (default 3s).
 	PatternCallBudget duration `toml:"pattern_call_budget"`
 	PatternTurnBudget duration `toml:"pattern_turn_budget"`
+	// MaxTurnBytes bounds the arguments of one turn, all calls together,
+	// on every route (default 64 MiB, at most 256 MiB); a run input value
+	// or a request body may take 1 MiB more (actors.EncodedTurnLimit).
+	MaxTurnBytes int `toml:"max_turn_bytes"`
+}
+
+// maxTurnBytes is the turn limit of the configuration, its default filled
+// in.
+func (c dispatcherConfig) maxTurnBytes() int {
+	return cmp.Or(c.MaxTurnBytes, actors.DefaultMaxTurnBytes)
 }
 
 // schemaOptions are the schema cache options of the configuration.
@@ -206,6 +237,18 @@ func (c *fileConfig) validate() error {
 		if err := c.Dispatcher.Formats.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("dispatcher.formats: %w", err))
 		}
+	}
+	if c.Dispatcher.MaxTurnBytes < 0 {
+		errs = append(errs, fmt.Errorf("dispatcher.max_turn_bytes must not be negative, got %d", c.Dispatcher.MaxTurnBytes))
+	}
+	if c.Service.MaxInFlightBytes < 0 {
+		errs = append(errs, fmt.Errorf("service.max_inflight_bytes must not be negative, got %d", c.Service.MaxInFlightBytes))
+	} else if m := c.Service.MaxInFlightBytes; m > 0 && m < actors.EncodedTurnLimit(c.Dispatcher.maxTurnBytes()) {
+		errs = append(errs, fmt.Errorf("service.max_inflight_bytes (%d) is less than the largest request body (%d: [dispatcher] max_turn_bytes plus 1 MiB): the largest turn could never be admitted",
+			m, actors.EncodedTurnLimit(c.Dispatcher.maxTurnBytes())))
+	}
+	if err := c.Memory.ErrorScope.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("memory.error_scope: %w", err))
 	}
 	if err := c.Telemetry.validate(); err != nil {
 		errs = append(errs, err)

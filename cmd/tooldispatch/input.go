@@ -8,10 +8,6 @@ import (
 	"io"
 )
 
-// maxTurnBytes bounds one turn of run input, so a runaway value cannot
-// exhaust memory.
-const maxTurnBytes = 64 << 20
-
 // utf8BOM is skipped at the start of the input (editors on some systems
 // write one).
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
@@ -49,8 +45,8 @@ type turnReader struct {
 
 // newTurnReader returns a reader of the turns in r; a turn's JSON value may
 // have at most maxBytes bytes.
-func newTurnReader(r io.Reader, maxBytes int) *turnReader {
-	return &turnReader{r: bufio.NewReaderSize(r, 64<<10), max: maxBytes}
+func newTurnReader(r io.Reader, maxBytes int64) *turnReader {
+	return &turnReader{r: bufio.NewReaderSize(r, 64<<10), max: int(maxBytes)}
 }
 
 // Next returns the next turn, io.EOF at the end of the input, or an
@@ -282,7 +278,7 @@ func (tr *turnReader) readErr(at, pos int64, err error) error {
 }
 
 func (tr *turnReader) tooBig(at int64) error {
-	return tr.fail(tr.n, at, fmt.Errorf("the turn is larger than %d bytes", tr.max))
+	return tr.fail(tr.n, at, fmt.Errorf("the turn is larger than %d bytes, the most one may take ([dispatcher] max_turn_bytes, plus 1 MiB)", tr.max))
 }
 
 func quoteByte(c byte) string {

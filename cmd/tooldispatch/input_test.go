@@ -9,12 +9,17 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
+// defaultTurnLimit is what run reads of one turn under the default turn
+// limit.
+var defaultTurnLimit = actors.EncodedTurnLimit(actors.DefaultMaxTurnBytes)
+
 // readAll reads every turn of input; err is the error that ended it (nil at
 // the end of the input).
-func readAll(t *testing.T, input string, maxBytes int) ([]*inputTurn, error) {
+func readAll(t *testing.T, input string, maxBytes int64) ([]*inputTurn, error) {
 	t.Helper()
 	tr := newTurnReader(strings.NewReader(input), maxBytes)
 	var out []*inputTurn
@@ -150,7 +155,7 @@ func TestReadTurns(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := readAll(t, tt.input, maxTurnBytes)
+			got, err := readAll(t, tt.input, defaultTurnLimit)
 			if err != nil {
 				t.Fatalf("reading: %v", err)
 			}
@@ -165,7 +170,7 @@ func TestReadTurnsErrors(t *testing.T) {
 	tests := []struct {
 		name      string
 		input     string
-		maxBytes  int
+		maxBytes  int64
 		wantTurns int // turns read before the error
 		turn      int
 		offset    int64
@@ -204,14 +209,14 @@ func TestReadTurnsErrors(t *testing.T) {
 		{name: "mismatched bracket", input: `{"tool_calls":[}`, turn: 1, offset: 15, text: "invalid character '}': expected ']'"},
 		{name: "stray closer", input: msgB + "]", wantTurns: 1, turn: 2, offset: int64(len(msgB)), text: "invalid character ']' where a turn should begin"},
 		{name: "nested array", input: "[[" + msgB + "]]", turn: 1, offset: 1, text: "not an array"},
-		{name: "too big", input: msgB + msgA, maxBytes: len(msgB), wantTurns: 1, turn: 2, offset: int64(len(msgB)), text: "larger than"},
+		{name: "too big", input: msgB + msgA, maxBytes: int64(len(msgB)), wantTurns: 1, turn: 2, offset: int64(len(msgB)), text: "larger than"},
 		{name: "brackets inside strings do not count", input: `{"content":"}]{[\"", "role":"assistant"` + "\n", turn: 1, offset: 40, text: "unexpected end of input inside the turn"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			maxBytes := tt.maxBytes
 			if maxBytes == 0 {
-				maxBytes = maxTurnBytes
+				maxBytes = defaultTurnLimit
 			}
 			got, err := readAll(t, tt.input, maxBytes)
 			if len(got) != tt.wantTurns {
@@ -248,7 +253,7 @@ func (r *errReader) Read(p []byte) (int, error) {
 
 func TestReadTurnsReadError(t *testing.T) {
 	boom := errors.New("boom")
-	tr := newTurnReader(&errReader{data: msgB + "\n" + `{"role"`, err: boom}, maxTurnBytes)
+	tr := newTurnReader(&errReader{data: msgB + "\n" + `{"role"`, err: boom}, defaultTurnLimit)
 	if _, err := tr.Next(); err != nil {
 		t.Fatalf("first turn: %v", err)
 	}

@@ -199,7 +199,7 @@ func (r *runner) loop(input io.Reader, closeInput func() bool) error {
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
-		tr := newTurnReader(input, maxTurnBytes)
+		tr := newTurnReader(input, actors.EncodedTurnLimit(r.stack.cfg.Dispatcher.maxTurnBytes()))
 		for {
 			t, err := tr.Next()
 			select {

@@ -54,8 +54,8 @@ func (e *env) cmdServe(args []string) error {
 	srv, err := service.New(service.Options{
 		Dispatcher: st.disp, Registry: st.reg, Store: st.store, Broker: broker, Metrics: st.metrics,
 		Token: o.token, AllowOrigins: splitList(o.allowOrigins), Logger: log, Replies: dispatcherReplies{st.disp},
-		Workspace: st.ws,
-		Approve:   o.approve, Exclude: st.cfg.Dispatcher.Exclude, AutoLoadSchemas: st.cfg.Dispatcher.AutoLoadSchemas,
+		MaxInFlightBytes: st.cfg.Service.MaxInFlightBytes,
+		Approve:          o.approve, Exclude: st.cfg.Dispatcher.Exclude, AutoLoadSchemas: st.cfg.Dispatcher.AutoLoadSchemas,
 		Cluster: placement, Redirect: route.redirect && placement != nil,
 	})
 	if err != nil {

@@ -98,7 +98,7 @@ func beltConfig(ws *builtin.Workspace, store cachestore.Store, dataDir string, o
 	return belt.Config{
 		Workspace: ws, Store: store, KeyFile: keyFilePath(cfg, dataDir), Protected: ownFiles(o, cfg),
 		Shell: o.shell, Sandbox: cfg.Sandbox, Web: cfg.Web, Script: cfg.Script, Ext: cfg.Ext, MCP: cfg.MCP,
-		BindSecrets: cfg.Secrets.bindSecrets, Exclude: cfg.Dispatcher.Exclude,
+		BindSecrets: cfg.Secrets.bindSecrets, Exclude: cfg.Dispatcher.Exclude, ErrorScope: cfg.Memory.ErrorScope,
 		Observer: observer, Logger: log,
 	}
 }
@@ -264,6 +264,7 @@ func dispatcherSettings(o *options, cfg *fileConfig) actors.Config {
 		ConfirmTimeout: cmp.Or(o.confirmTimeout, cfg.Dispatcher.ConfirmTimeout.Duration),
 		MaxApprove:     cmp.Or(o.approve, actors.ApproveAsk),
 		Exclude:        slices.Clone(cfg.Dispatcher.Exclude),
+		MaxTurnBytes:   cfg.Dispatcher.MaxTurnBytes,
 	}
 	return c
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -51,6 +50,9 @@ func (f *fileTools) editFileTool() toolkit.Tool {
 		Timeout: editTimeout,
 		Handler: f.editFile,
 		Paths:   func(a toolkit.Args) []string { return f.cleanPaths(a.String("path")) },
+		// The approval is bound to the file as the preview showed it.
+		Preview:   f.editPreview,
+		FileState: f.pathState,
 	}
 }
 
@@ -62,21 +64,41 @@ func (f *fileTools) editFile(ctx context.Context, c *toolkit.Call) (toolkit.Resu
 	if err := f.ws.CheckWrite(rel); err != nil {
 		return toolkit.Result{}, err
 	}
-	_, hasContent := c.Args.Value["content"]
-	_, hasOld := c.Args.Value["old_string"]
-	_, hasNew := c.Args.Value["new_string"]
-	_, hasAll := c.Args.Value["replace_all"]
+	mode, err := editModeOf(c.Args)
+	if err != nil {
+		return toolkit.Result{}, err
+	}
+	if mode == editWhole {
+		return f.writeWhole(ctx, rel, []byte(c.Args.String("content")))
+	}
+	return f.patch(ctx, rel, c.Args)
+}
+
+// editMode is what an edit_file call does: write the whole file or patch it.
+type editMode int
+
+const (
+	editWhole editMode = iota
+	editPatch
+)
+
+// editModeOf tells the mode of edit_file arguments, or why they are wrong.
+func editModeOf(a toolkit.Args) (editMode, error) {
+	_, hasContent := a.Value["content"]
+	_, hasOld := a.Value["old_string"]
+	_, hasNew := a.Value["new_string"]
+	_, hasAll := a.Value["replace_all"]
 	switch {
 	case hasContent && (hasOld || hasNew || hasAll):
-		return toolkit.Result{}, errors.New("give either content (whole file) or old_string and new_string (patch), not both")
+		return 0, errors.New("give either content (whole file) or old_string and new_string (patch), not both")
 	case hasContent:
-		return f.writeWhole(ctx, rel, []byte(c.Args.String("content")))
+		return editWhole, nil
 	case hasOld && hasNew:
-		return f.patch(ctx, rel, c.Args.String("old_string"), c.Args.String("new_string"), c.Args.Bool("replace_all"))
+		return editPatch, nil
 	case hasOld || hasNew:
-		return toolkit.Result{}, errors.New("a patch needs both old_string and new_string")
+		return 0, errors.New("a patch needs both old_string and new_string")
 	default:
-		return toolkit.Result{}, errors.New("give content to write the whole file, or old_string and new_string to patch it")
+		return 0, errors.New("give content to write the whole file, or old_string and new_string to patch it")
 	}
 }
 
@@ -108,35 +130,49 @@ func (f *fileTools) writeWhole(ctx context.Context, rel string, content []byte) 
 		rel, plural(lines, "line"), humanSize(int64(len(content))), v)}, nil
 }
 
-func (f *fileTools) patch(ctx context.Context, rel, oldString, newString string, replaceAll bool) (toolkit.Result, error) {
-	if oldString == "" {
-		return toolkit.Result{}, errors.New("old_string is empty; give the exact text to replace, or use content to write the whole file")
+// patched is what a patch's arguments make of a file's text: the new text
+// and how many occurrences were replaced, or why the patch fails (the
+// handler's and the preview's reason alike).
+func patched(rel, text string, exists bool, a toolkit.Args) (updated string, n int, err error) {
+	oldString, newString, replaceAll := a.String("old_string"), a.String("new_string"), a.Bool("replace_all")
+	switch {
+	case oldString == "":
+		return "", 0, errors.New("old_string is empty; give the exact text to replace, or use content to write the whole file")
+	case oldString == newString:
+		return "", 0, errors.New("old_string and new_string are the same; nothing would change")
+	case !exists:
+		return "", 0, fmt.Errorf("%s does not exist; to create it, give content instead of old_string/new_string", rel)
 	}
-	if oldString == newString {
-		return toolkit.Result{}, errors.New("old_string and new_string are the same; nothing would change")
+	n = strings.Count(text, oldString)
+	switch {
+	case n == 0:
+		return "", 0, fmt.Errorf("old_string was not found in %s (no change made); read the file and copy the text exactly, whitespace and indentation included", rel)
+	case n > 1 && !replaceAll:
+		return "", 0, fmt.Errorf("old_string appears %d times in %s (lines %s; no change made); add surrounding text to make it unique, or set replace_all to replace all %d",
+			n, rel, occurrenceLines(text, oldString, 10), n)
+	}
+	count := 1
+	if replaceAll {
+		count = -1
+	}
+	return strings.Replace(text, oldString, newString, count), n, nil
+}
+
+func (f *fileTools) patch(ctx context.Context, rel string, a toolkit.Args) (toolkit.Result, error) {
+	if a.String("old_string") == "" || a.String("old_string") == a.String("new_string") {
+		_, _, err := patched(rel, "", true, a)
+		return toolkit.Result{}, err
 	}
 	data, exists, err := f.ws.readAll(rel, maxEditBytes)
 	if err != nil {
 		return toolkit.Result{}, err
 	}
-	if !exists {
-		return toolkit.Result{}, fmt.Errorf("%s does not exist; to create it, give content instead of old_string/new_string", rel)
-	}
 	text := string(data)
-	n := strings.Count(text, oldString)
-	switch {
-	case n == 0:
-		return toolkit.Result{}, fmt.Errorf("old_string was not found in %s (no change made); read the file and copy the text exactly, whitespace and indentation included", rel)
-	case n > 1 && !replaceAll:
-		return toolkit.Result{}, fmt.Errorf("old_string appears %d times in %s (lines %s; no change made); add surrounding text to make it unique, or set replace_all to replace all %d",
-			n, rel, occurrenceLines(text, oldString, 10), n)
+	updated, n, err := patched(rel, text, exists, a)
+	if err != nil {
+		return toolkit.Result{}, err
 	}
-	lines := occurrenceLines(text, oldString, 10)
-	count := 1
-	if replaceAll {
-		count = -1
-	}
-	updated := strings.Replace(text, oldString, newString, count)
+	lines := occurrenceLines(text, a.String("old_string"), 10)
 	v, err := f.keep(ctx, rel, data, false, "edit_file")
 	if err != nil {
 		return toolkit.Result{}, err
@@ -209,6 +245,9 @@ func (f *fileTools) removeFileTool() toolkit.Tool {
 		Timeout: editTimeout,
 		Handler: f.removeFile,
 		Paths:   func(a toolkit.Args) []string { return f.cleanPaths(a.String("path")) },
+		// The approval is bound to the file as the preview showed it.
+		Preview:   f.removePreview,
+		FileState: f.pathState,
 	}
 }
 
@@ -275,6 +314,9 @@ func (f *fileTools) restoreFileTool() toolkit.Tool {
 		Timeout: editTimeout,
 		Handler: f.restoreFile,
 		Paths:   func(a toolkit.Args) []string { return f.cleanPaths(a.String("path")) },
+		// The approval is bound to the file as the preview showed it.
+		Preview:   f.restorePreview,
+		FileState: f.restoreState,
 	}
 }
 
@@ -286,20 +328,9 @@ func (f *fileTools) restoreFile(ctx context.Context, c *toolkit.Call) (toolkit.R
 	if err := f.ws.CheckWrite(rel); err != nil {
 		return toolkit.Result{}, err
 	}
-	vs, err := f.versions.ListFileVersions(ctx, f.ws.Dir(), rel)
+	target, _, err := f.restoreTarget(ctx, rel, c.Args)
 	if err != nil {
-		return toolkit.Result{}, fmt.Errorf("listing versions of %s: %w", rel, err)
-	}
-	if len(vs) == 0 {
-		return toolkit.Result{}, fmt.Errorf("no versions are kept for %s; nothing to restore", rel)
-	}
-	target := vs[len(vs)-1]
-	if want := c.Args.Int("version", 0); want != 0 {
-		i := slices.IndexFunc(vs, func(v VersionInfo) bool { return v.Version == want })
-		if i < 0 {
-			return toolkit.Result{}, fmt.Errorf("%s has no version %d (kept: %d to %d); see file_history", rel, want, vs[0].Version, vs[len(vs)-1].Version)
-		}
-		target = vs[i]
+		return toolkit.Result{}, err
 	}
 	content, err := f.versions.FileVersionBytes(ctx, f.ws.Dir(), rel, target.Version)
 	if err != nil {

@@ -131,6 +131,7 @@ func TestEditFile(t *testing.T) {
 			if tt.before != nil {
 				e.write("new/dir/f.txt", *tt.before)
 			}
+			pv := e.preview("edit_file", tt.args)
 			out, err := e.call("edit_file", tt.args)
 			if tt.err != nil {
 				wantErr(t, err, tt.err...)
@@ -145,6 +146,7 @@ func TestEditFile(t *testing.T) {
 			if exists != wantExists || (exists && got != *want) {
 				t.Fatalf("file = %q (exists %v), want %v (exists %v)", got, exists, want, wantExists)
 			}
+			e.previewPredicted(pv, "edit_file", tt.args, "new/dir/f.txt", tt.before, err)
 			vs, err := e.versions.ListFileVersions(context.Background(), e.ws.Dir(), "new/dir/f.txt")
 			must(t, err)
 			if tt.version == nil {

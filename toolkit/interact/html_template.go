@@ -85,6 +85,10 @@ func htmlTemplateTool(files *wsFiles) toolkit.Tool {
 		// A repeat must render again once the template file or anything
 		// else may have changed.
 		StaleOnMutation: true,
+		// The approval is bound to the output and template files as the
+		// preview read them.
+		Preview:   files.htmlTemplatePreview,
+		FileState: files.htmlTemplateState,
 	}
 }
 

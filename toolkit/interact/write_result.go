@@ -29,7 +29,7 @@ func writeResultTool(files *wsFiles) toolkit.Tool {
 			"when the work is done, with the whole result in content; it is recorded as this run's final answer. " +
 			"This host has no workspace, so path cannot be used."
 	}
-	return toolkit.Tool{
+	t := toolkit.Tool{
 		Name:        "write_result",
 		Description: desc,
 		Schema: schema(`{
@@ -70,6 +70,12 @@ func writeResultTool(files *wsFiles) toolkit.Tool {
 		// A repeat must write again once something else changed the file.
 		StaleOnMutation: true,
 	}
+	if files.ws != nil {
+		// The approval of a write is bound to the file as the preview
+		// showed it.
+		t.Preview, t.FileState = files.writeResultPreview, files.writeResultState
+	}
+	return t
 }
 
 func (f *wsFiles) writeResult(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {

@@ -13,15 +13,17 @@ import (
 	"github.com/tooldispatch/tooldispatch/toolkit/memory"
 )
 
-// Through a real dispatcher: the model records a fix with write_error, and
-// a later failure of the same tool shows it before the next: line.
-func TestPastFixesThroughDispatcher(t *testing.T) {
+// memoryDispatcher is a real dispatcher over a real Badger store whose
+// read_files always fails with a permission error, and the error memory
+// built with opts.
+func memoryDispatcher(t *testing.T, opts ...memory.Option) func(session, id, name, args string) *messages.ToolMessage {
+	t.Helper()
 	store, err := cachestore.OpenBadger(cachestore.TestOptions(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
-	mem := memory.New(store, t.TempDir())
+	t.Cleanup(func() { store.Close() })
+	mem := memory.New(store, t.TempDir(), opts...)
 	reg := toolkit.NewRegistry()
 	toolkit.RegisterMeta(reg)
 	mem.Register(reg)
@@ -36,12 +38,11 @@ func TestPastFixesThroughDispatcher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close(context.Background())
-
-	turn := func(id, name, args string) *messages.ToolMessage {
+	t.Cleanup(func() { d.Close(context.Background()) })
+	return func(session, id, name, args string) *messages.ToolMessage {
 		t.Helper()
 		res, err := d.Dispatch(context.Background(), &messages.DispatchTurn{
-			Session: "s1", Run: "r1", Provider: toolkit.ProviderClaudeCode, AutoLoadSchemas: true,
+			Session: session, Run: "r1", Provider: toolkit.ProviderClaudeCode, AutoLoadSchemas: true,
 			Message: &messages.AssistantMessage{Role: "assistant", ToolCalls: []*messages.ToolCall{
 				{Id: id, Type: "function", Function: &messages.FunctionCall{Name: name, Arguments: args}},
 			}},
@@ -51,11 +52,18 @@ func TestPastFixesThroughDispatcher(t *testing.T) {
 		}
 		return res.Messages[0]
 	}
+}
+
+// Through a real dispatcher: the model records a fix with write_error, and
+// a later failure of the same tool shows it before the next: line.
+func TestPastFixesThroughDispatcher(t *testing.T) {
+	dispatch := memoryDispatcher(t)
+	turn := func(id, name, args string) *messages.ToolMessage { return dispatch("s1", id, name, args) }
 	if m := turn("c1", "write_error", `{"tool":"read_files","symptom":"permission denied","action":"run chmod via run_command first","outcome":"resolved"}`); m.Status != "ok" {
 		t.Fatalf("write_error: %s %s", m.Status, m.Content)
 	}
 	m := turn("c2", "read_files", `{"paths":["config.yaml"]}`)
-	want := `- E1 (read_files): "permission denied" → run chmod via run_command first`
+	want := `- E1 (read_files): "permission denied" → "run chmod via run_command first"`
 	if m.Status != "error" || !strings.Contains(m.Content, want) || !strings.Contains(m.Content, "\nnext: ") {
 		t.Errorf("failed call's text lacks the past fix %q:\n%s", want, m.Content)
 	}

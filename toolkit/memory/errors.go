@@ -32,7 +32,7 @@ const (
 func (m *Memory) writeErrorTool() toolkit.Tool {
 	return toolkit.Tool{
 		Name: "write_error",
-		Description: "Record an error you met and what you did about it, in this workspace's error memory. After you " +
+		Description: "Record an error you met and what you did about it, in the error memory. After you " +
 			"get past a failed call another way, record the fix with outcome \"resolved\": it is shown the next time " +
 			"that tool fails with a similar error, and error_history finds it. Record dead ends too (outcome \"failed\" " +
 			"or \"abandoned\") so they are not tried again. Returns the record's id (E1, E2, …).",
@@ -127,7 +127,7 @@ func (m *Memory) writeError(ctx context.Context, c *toolkit.Call) (toolkit.Resul
 func (m *Memory) errorHistoryTool() toolkit.Tool {
 	return toolkit.Tool{
 		Name: "error_history",
-		Description: "Search this workspace's error memory: errors met before and what fixed them (recorded with " +
+		Description: "Search the error memory: errors met before and what fixed them (recorded with " +
 			"write_error). Filter by tool and keywords of the error; resolved records come first. Give id to read one " +
 			"record whole. Check it before digging into a failure that looks familiar.",
 		Schema: schema(`{
@@ -172,17 +172,18 @@ func (m *Memory) errorHistory(ctx context.Context, c *toolkit.Call) (toolkit.Res
 		if err != nil {
 			return toolkit.Result{}, err
 		}
-		if r == nil {
-			return toolkit.Result{}, fmt.Errorf("no record %s in this workspace's error memory", strings.ToUpper(id))
+		if r == nil || !m.visible(r, c.Session) {
+			return toolkit.Result{}, fmt.Errorf("no record %s in %s", strings.ToUpper(id), m.memoryName())
 		}
 		var b strings.Builder
-		writeRecord(&b, r, 0)
+		writeRecord(&b, r, 0, c.Session)
 		return toolkit.Result{Content: b.String()}, nil
 	}
 	recs, err := m.snapshot(ctx)
 	if err != nil {
 		return toolkit.Result{}, err
 	}
+	recs = m.visibleTo(recs, c.Session)
 	tool := strings.TrimSpace(c.Args.String("tool"))
 	query := c.Args.String("query")
 	limit := int(min(max(c.Args.Int("limit", defaultHistoryLimit), 1), maxHistoryLimit))
@@ -195,7 +196,7 @@ func (m *Memory) errorHistory(ctx context.Context, c *toolkit.Call) (toolkit.Res
 	}
 	switch {
 	case len(hits) == 0 && total == 0:
-		fmt.Fprintf(&b, "No %s in this workspace's error memory.\n", scope)
+		fmt.Fprintf(&b, "No %s in %s.\n", scope, m.memoryName())
 		return toolkit.Result{Content: b.String()}, nil
 	case len(hits) == 0:
 		fmt.Fprintf(&b, "None of the %d %s matches %q; try other keywords.\n", total, scope, strings.TrimSpace(query))
@@ -213,7 +214,7 @@ func (m *Memory) errorHistory(ctx context.Context, c *toolkit.Call) (toolkit.Res
 	b.WriteString(":\n")
 	for _, r := range shown {
 		b.WriteByte('\n')
-		writeRecord(&b, r, listFieldBytes)
+		writeRecord(&b, r, listFieldBytes, c.Session)
 	}
 	return toolkit.Result{Content: b.String()}, nil
 }
@@ -274,16 +275,29 @@ func search(recs []*record, tool string, query []string) (hits []*record, total 
 	return hits, total
 }
 
+// memoryName names the memory a call reads, for its texts.
+func (m *Memory) memoryName() string {
+	if m.scope == ScopeWorkspace {
+		return "this workspace's error memory"
+	}
+	return "this session's error memory"
+}
+
 // writeRecord prints one record; clipAt > 0 clips each field to that many
-// bytes on one line.
-func writeRecord(b *strings.Builder, r *record, clipAt int) {
+// bytes on one line. A record written in another session than the
+// reader's (a workspace-wide memory) says so.
+func writeRecord(b *strings.Builder, r *record, clipAt int, reader string) {
 	field := func(s string) string {
 		if clipAt > 0 {
 			return oneLine(s, clipAt)
 		}
 		return s
 	}
-	fmt.Fprintf(b, "%s [%s] %s · %s\n", r.id(), r.Outcome, r.Tool, r.Time.Format(time.DateOnly))
+	from := ""
+	if r.Session != reader {
+		from = " · recorded in another session"
+	}
+	fmt.Fprintf(b, "%s [%s] %s · %s%s\n", r.id(), r.Outcome, r.Tool, r.Time.Format(time.DateOnly), from)
 	fmt.Fprintf(b, "  symptom: %s\n", field(r.Symptom))
 	if r.Cause != "" {
 		fmt.Fprintf(b, "  cause: %s\n", field(r.Cause))
@@ -294,20 +308,24 @@ func writeRecord(b *strings.Builder, r *record, clipAt int) {
 	}
 }
 
-// PastFixes returns up to three one-line summaries of resolved records of
-// tool whose symptom shares keywords with errText, best match first, e.g.
+// PastFixes returns up to three one-line summaries of the resolved records
+// session reads (Scope) of tool whose symptom shares keywords with errText,
+// best match first, symptom and action quoted (they are a model's words,
+// not instructions), e.g.
 //
-//	E12 (read_files): "permission denied" → run chmod via run_command first
+//	E12 (read_files): "permission denied" → "run chmod via run_command first"
 //
-// It returns nil when nothing matches (or the store cannot be read: a lookup
-// that fails must not change the failed call's result). After the first
-// call it works from the in-memory cache. Its signature fits
-// actors.Config.PastFixes.
-func (m *Memory) PastFixes(ctx context.Context, tool, errText string) []string {
+// A record from another session (ScopeWorkspace) is marked "from another
+// session". It returns nil when nothing matches (or the store cannot be
+// read: a lookup that fails must not change the failed call's result).
+// After the first call it works from the in-memory cache. Its signature
+// fits actors.Config.PastFixes.
+func (m *Memory) PastFixes(ctx context.Context, session, tool, errText string) []string {
 	recs, err := m.snapshot(ctx)
 	if err != nil || len(recs) == 0 {
 		return nil
 	}
+	recs = m.visibleTo(recs, session)
 	errKW := newKeywordSet(errText)
 	if len(errKW) == 0 {
 		return nil
@@ -358,7 +376,11 @@ func (m *Memory) PastFixes(ctx context.Context, tool, errText string) []string {
 	}
 	out := make([]string, 0, len(found))
 	for _, f := range found {
-		out = append(out, fmt.Sprintf("%s (%s): %q → %s", f.r.id(), f.r.Tool, oneLine(f.r.Symptom, fixSymptomBytes), oneLine(f.r.Action, fixActionBytes)))
+		from := ""
+		if f.r.Session != session {
+			from = ", from another session"
+		}
+		out = append(out, fmt.Sprintf("%s (%s%s): %q → %q", f.r.id(), f.r.Tool, from, oneLine(f.r.Symptom, fixSymptomBytes), oneLine(f.r.Action, fixActionBytes)))
 	}
 	return out
 }

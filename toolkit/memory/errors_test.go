@@ -129,7 +129,7 @@ func TestWorkspacesAreIsolated(t *testing.T) {
 	if out := mustRun(t, b, "error_history", `{}`); !strings.Contains(out, "No recorded errors") {
 		t.Errorf("workspace b sees a's records:\n%s", out)
 	}
-	if got := b.PastFixes(context.Background(), "read_files", "open config.yaml: permission denied"); got != nil {
+	if got := b.PastFixes(context.Background(), "s1", "read_files", "open config.yaml: permission denied"); got != nil {
 		t.Errorf("workspace b gets a's fixes: %q", got)
 	}
 	out := mustRun(t, b, "write_error", `{"tool":"calculate","symptom":"division by zero","action":"checked the divisor","outcome":"resolved"}`)
@@ -161,7 +161,7 @@ func TestRecordsSurviveReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := New(openBadgerAt(t, dbDir), ws)
-	if got := m.PastFixes(context.Background(), "http_request", "dial tcp: connection refused"); len(got) != 1 || !strings.HasPrefix(got[0], "E4 ") {
+	if got := m.PastFixes(context.Background(), "s1", "http_request", "dial tcp: connection refused"); len(got) != 1 || !strings.HasPrefix(got[0], "E4 ") {
 		t.Errorf("after reopening: PastFixes = %q, want E4", got)
 	}
 	out := mustRun(t, m, "write_error", `{"tool":"x","symptom":"y","action":"z","outcome":"failed"}`)
@@ -183,7 +183,7 @@ func TestIDsAreMonotonicUnderConcurrentWrites(t *testing.T) {
 		args := mustArgs(t, fmt.Sprintf(`{"tool":"run_command","symptom":"failure %d permission denied","action":"retry","outcome":"resolved"}`, i))
 		wg.Go(func() {
 			// Readers run alongside the writers.
-			m.PastFixes(context.Background(), "run_command", "exit status 1: permission denied")
+			m.PastFixes(context.Background(), "s1", "run_command", "exit status 1: permission denied")
 			var res toolkit.Result
 			res, errs[i] = tool.Handler(context.Background(), &toolkit.Call{Session: "s1", Name: tool.Name, Args: args, Emit: func(string) {}})
 			outs[i] = res.Content
@@ -244,7 +244,7 @@ func TestPastFixes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := m.PastFixes(context.Background(), tt.tool, tt.errText)
+			got := m.PastFixes(context.Background(), "s1", tt.tool, tt.errText)
 			var ids []string
 			for _, line := range got {
 				id, _, _ := strings.Cut(line, " ")
@@ -255,8 +255,8 @@ func TestPastFixes(t *testing.T) {
 			}
 		})
 	}
-	got := m.PastFixes(context.Background(), "read_files", "permission denied")
-	if len(got) == 0 || got[0] != `E1 (read_files): "permission denied" → run chmod via run_command first` {
+	got := m.PastFixes(context.Background(), "s1", "read_files", "permission denied")
+	if len(got) == 0 || got[0] != `E1 (read_files): "permission denied" → "run chmod via run_command first"` {
 		t.Errorf("line format: %q", got)
 	}
 }
@@ -265,7 +265,7 @@ func TestPastFixesWhenStoreFails(t *testing.T) {
 	store := openBadgerAt(t, t.TempDir())
 	m := New(store, t.TempDir())
 	store.Close()
-	if got := m.PastFixes(context.Background(), "read_files", "permission denied"); got != nil {
+	if got := m.PastFixes(context.Background(), "s1", "read_files", "permission denied"); got != nil {
 		t.Errorf("PastFixes over a closed store = %q, want nil", got)
 	}
 	if _, err := run(t, m, "write_error", `{"tool":"x","symptom":"y","action":"z","outcome":"failed"}`); err == nil {
@@ -301,6 +301,6 @@ func BenchmarkPastFixes(b *testing.B) {
 	errText := strings.Repeat("go: module lookup disabled by GOFLAGS=-mod=vendor\n", 200)
 	b.ReportAllocs()
 	for b.Loop() {
-		m.PastFixes(ctx, "run_command", errText)
+		m.PastFixes(ctx, "s1", "run_command", errText)
 	}
 }

@@ -65,6 +65,37 @@ type creator interface {
 // Option adjusts a Memory (New).
 type Option func(*Memory)
 
+// Scope says which sessions read an error record: its error_history, and
+// the past fixes quoted in a failed call's result. A record is written by a
+// model, so it is untrusted text: shared across sessions it is a channel
+// from one session's model (and whoever steers it) into every other's.
+type Scope string
+
+// The scopes of the error memory.
+const (
+	// ScopeSession, the default: a record is read only in the session that
+	// wrote it.
+	ScopeSession Scope = "session"
+	// ScopeWorkspace: every session of the workspace reads every record
+	// (an operator's choice for sessions of one user or one team); a
+	// record from another session is quoted marked as such.
+	ScopeWorkspace Scope = "workspace"
+)
+
+// Validate reports a scope that is neither session nor workspace ("" is
+// session).
+func (s Scope) Validate() error {
+	switch s {
+	case "", ScopeSession, ScopeWorkspace:
+		return nil
+	}
+	return fmt.Errorf("memory: error scope %q is neither %q nor %q", string(s), ScopeSession, ScopeWorkspace)
+}
+
+// WithScope sets which sessions read a record (default ScopeSession). New
+// panics on an invalid scope: check it with Scope.Validate first.
+func WithScope(s Scope) Option { return func(m *Memory) { m.scope = s } }
+
 // Shared says other processes write the same store (the members of a
 // cluster serving the same workspace path): every read of the records first
 // checks the stored sequence number (one KVGet) and reloads when another
@@ -92,6 +123,8 @@ type Memory struct {
 	now   func() time.Time
 	// shared: other processes write the store too (Shared)
 	shared bool
+	// scope: which sessions read a record (WithScope)
+	scope Scope
 
 	mu      sync.RWMutex
 	loaded  bool               // guarded by mu
@@ -112,11 +145,39 @@ func New(store Store, workspaceDir string, opts ...Option) *Memory {
 		panic("memory: New needs a store")
 	}
 	dir := canonicalDir(workspaceDir)
-	m := &Memory{store: store, dir: dir, ns: Namespace(dir), now: time.Now}
+	m := &Memory{store: store, dir: dir, ns: Namespace(dir), now: time.Now, scope: ScopeSession}
 	for _, o := range opts {
 		o(m)
 	}
+	if err := m.scope.Validate(); err != nil {
+		panic(err)
+	}
+	if m.scope == "" {
+		m.scope = ScopeSession
+	}
 	return m
+}
+
+// Scope returns which sessions read a record.
+func (m *Memory) Scope() Scope { return m.scope }
+
+// visible reports whether a call of session reads r.
+func (m *Memory) visible(r *record, session string) bool {
+	return m.scope == ScopeWorkspace || r.Session == session
+}
+
+// visibleTo returns the records session reads, in id order.
+func (m *Memory) visibleTo(recs []*record, session string) []*record {
+	if m.scope == ScopeWorkspace {
+		return recs
+	}
+	out := make([]*record, 0, len(recs))
+	for _, r := range recs {
+		if r.Session == session {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Namespace returns the KV namespace that holds the error records

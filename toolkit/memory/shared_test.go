@@ -27,7 +27,7 @@ func TestSharedMemories(t *testing.T) {
 	if out := mustRun(t, b, "error_history", `{"tool":"run_command"}`); !strings.Contains(out, "E1 [resolved]") {
 		t.Errorf("the other memory does not see the record:\n%s", out)
 	}
-	if fixes := b.PastFixes(context.Background(), "run_command", "permission denied writing build/out"); len(fixes) == 0 {
+	if fixes := b.PastFixes(context.Background(), "s1", "run_command", "permission denied writing build/out"); len(fixes) == 0 {
 		t.Error("the other memory's PastFixes misses the record")
 	}
 

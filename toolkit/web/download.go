@@ -54,12 +54,10 @@ func (w *Web) downloadFileTool() toolkit.Tool {
 		ReadOnly:   false,
 		Timeout:    w.cfg.DownloadTimeout + toolGrace,
 		Handler:    w.downloadFile,
-		Paths: func(a toolkit.Args) []string {
-			if rel, err := w.ws.Clean(a.String("path")); err == nil {
-				return []string{rel}
-			}
-			return nil
-		},
+		Paths:      w.downloadPaths,
+		// The approval is bound to the file as the preview saw it.
+		Preview:   w.downloadPreview,
+		FileState: w.downloadState,
 	}
 }
 

@@ -288,6 +288,14 @@ func call(t *testing.T, w *Web, name, session string, args any) (toolkit.Result,
 
 func callCtx(ctx context.Context, t *testing.T, w *Web, name, session string, args any) (toolkit.Result, error) {
 	t.Helper()
+	a := objArgs(t, args)
+	tl := tool(t, w, name)
+	return tl.Handler(ctx, &toolkit.Call{Session: session, Run: "r1", ID: "c1", Name: name, Args: a, Emit: func(string) {}})
+}
+
+// objArgs parses test arguments given as a value to marshal.
+func objArgs(t *testing.T, args any) toolkit.Args {
+	t.Helper()
 	raw, err := json.Marshal(args)
 	if err != nil {
 		t.Fatal(err)
@@ -296,8 +304,7 @@ func callCtx(ctx context.Context, t *testing.T, w *Web, name, session string, ar
 	if err != nil {
 		t.Fatalf("bad test arguments %s: %v", raw, err)
 	}
-	tl := tool(t, w, name)
-	return tl.Handler(ctx, &toolkit.Call{Session: session, Run: "r1", ID: "c1", Name: name, Args: a, Emit: func(string) {}})
+	return a
 }
 
 // obj is shorthand for tool arguments.

@@ -14,6 +14,8 @@
 //	d, err := actors.New(actors.Config{Registry: reg, Store: store,
 //		Redactor: b.Secrets.Redactor(), PastFixes: b.Memory.PastFixes})
 //
+// The error memory is per session unless Config.ErrorScope shares it.
+//
 // File versions, secrets, the error memory and the web cache live in the
 // store, so they outlast the process when the store does.
 package belt
@@ -87,6 +89,9 @@ type Config struct {
 	BindSecrets func(*secrets.Store) error
 	// Exclude lists tools the operator excluded: test_tool refuses them.
 	Exclude []string
+	// ErrorScope is which sessions read an error record ([memory]
+	// error_scope); default memory.ScopeSession.
+	ErrorScope memory.Scope
 	// Observer receives the web tools' measurements; may be nil.
 	Observer toolkit.Observer
 	// Logger receives the tools' logs.
@@ -113,6 +118,9 @@ type Belt struct {
 func Register(reg *toolkit.Registry, c Config) (*Belt, error) {
 	if c.Workspace == nil || c.Store == nil {
 		return nil, errors.New("belt: Config.Workspace and Config.Store are required")
+	}
+	if err := c.ErrorScope.Validate(); err != nil {
+		return nil, fmt.Errorf("belt: Config.ErrorScope: %w", err)
 	}
 	log := c.Logger
 	ws := c.Workspace
@@ -143,7 +151,7 @@ func Register(reg *toolkit.Registry, c Config) (*Belt, error) {
 	reg.Register(secrets.StoreSecretTool(sec))
 	b.Web = web.Register(reg, web.Deps{Config: c.Web, Cache: web.CacheFromStore(c.Store), Secrets: sec,
 		Workspace: ws, Observer: c.Observer, Logger: log})
-	var memOpts []memory.Option
+	memOpts := []memory.Option{memory.WithScope(c.ErrorScope)}
 	if c.Shared {
 		memOpts = append(memOpts, memory.Shared())
 	}

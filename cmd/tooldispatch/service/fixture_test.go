@@ -121,7 +121,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	if f.srv, err = New(Options{
 		Dispatcher: f.disp, Registry: f.reg, Store: f.store, Broker: f.broker, Metrics: f.metrics,
-		Token: o.token, AllowOrigins: o.allowOrigins, MaxBodyBytes: o.maxBody, Replies: o.replies, Workspace: f.ws,
+		Token: o.token, AllowOrigins: o.allowOrigins, MaxBodyBytes: o.maxBody, Replies: o.replies,
 		Approve: cmp.Or(o.approve, actors.ApproveAll), Exclude: o.exclude, AutoLoadSchemas: o.autoLoad,
 		Cluster: o.cluster, Redirect: o.redirect,
 	}); err != nil {

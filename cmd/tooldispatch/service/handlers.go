@@ -34,7 +34,7 @@ func (s *Server) handleConfirm(w http.ResponseWriter, r *http.Request) {
 	r = withTraceContext(r)
 	session, callID := r.PathValue("session"), r.PathValue("call_id")
 	var req confirmRequest
-	if e := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); e != nil {
+	if e := decodeJSON(w, r, s.answerBodyBytes(), &req); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -85,7 +85,7 @@ func (s *Server) handleAnswer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req answerRequest
-	if e := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); e != nil {
+	if e := decodeJSON(w, r, s.answerBodyBytes(), &req); e != nil {
 		writeError(w, e)
 		return
 	}

@@ -52,6 +52,8 @@ type Metrics struct {
 	httpReqs    *prometheus.CounterVec
 	httpDur     *prometheus.HistogramVec
 	redirects   prometheus.Counter
+	bodyBytes   prometheus.Gauge
+	overBudget  prometheus.Counter
 
 	mu   sync.Mutex
 	seen map[string]bool // guarded by mu: tool labels in use when tools is nil
@@ -101,6 +103,12 @@ func NewMetrics(tools *toolkit.Registry) *Metrics {
 		httpDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "tooldispatch_http_request_duration_seconds", Help: "HTTP request durations by route (streams last as long as they are open).", Buckets: httpBuckets,
 		}, []string{"route"}),
+		bodyBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tooldispatch_request_bytes_in_flight", Help: "Bytes of request bodies (turns, answers) read and not yet answered: the in-flight budget in use.",
+		}),
+		overBudget: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tooldispatch_requests_over_budget_total", Help: "Requests refused (429) because their body did not fit the in-flight budget.",
+		}),
 		// Registered by a cluster member's server only (observeCluster).
 		redirects: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tooldispatch_cluster_redirects_total", Help: "Session requests answered 307 to the member owning the session.",
@@ -117,11 +125,14 @@ func NewMetrics(tools *toolkit.Registry) *Metrics {
 		return float64(running)
 	})
 	m.reg.MustRegister(m.calls, m.slotWait, m.exec, m.commit, m.confirmWait, m.inFlight,
-		m.cache, m.abandoned, abandonedRunning, m.injected, m.httpReqs, m.httpDur,
+		m.cache, m.abandoned, abandonedRunning, m.injected, m.httpReqs, m.httpDur, m.bodyBytes, m.overBudget,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// bodyBytesInFlight reports the in-flight budget in use.
+func (m *Metrics) bodyBytesInFlight(n int64) { m.bodyBytes.Set(float64(n)) }
 
 // Registry returns the registry the metrics are registered on, for adding
 // collectors of the embedding program.

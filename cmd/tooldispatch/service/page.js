@@ -138,7 +138,7 @@
     const extra = [];
     if (p.command) extra.push(el('pre', { class: 'command', text: '$ ' + p.command }));
     if (p.diff) extra.push(diffBlock(p.diff));
-    else if (p.note) extra.push(el('p', { class: 'diff-note', text: p.note }));
+    if (p.note) extra.push(el('p', { class: 'diff-note', text: p.note }));
     const args = el('details', { class: 'args-box' }, el('summary', { text: 'Arguments' }),
       el('pre', { class: 'args', text: p.arguments }));
     if (!p.diff && !p.command) args.open = true;

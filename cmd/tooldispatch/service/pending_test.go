@@ -68,8 +68,8 @@ func TestAnsweredConfirmationLeavesPending(t *testing.T) {
 }
 
 // TestPendingShowsDiff: a pending edit_file shows a unified diff against
-// the current file, computed by the server, escaped on the page, with when
-// it times out.
+// the file as it was when the call was asked (the preview its approval is
+// bound to), escaped on the page, with when it times out.
 func TestPendingShowsDiff(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
 	const s = "diff-s"

@@ -18,6 +18,8 @@ import (
 type apiError struct {
 	code int
 	msg  string
+	// retryAfter, when set, is the Retry-After header (seconds).
+	retryAfter string
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -49,6 +51,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // writeError writes an error response.
 func writeError(w http.ResponseWriter, e *apiError) {
+	if e.retryAfter != "" {
+		w.Header().Set("Retry-After", e.retryAfter)
+	}
 	writeJSON(w, e.code, errorBody{Error: e.msg})
 }
 
@@ -104,9 +109,12 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // end of a body that stops inside a value (read bytes).
 func jsonError(err error, offset, read, limit int64) *apiError {
 	var mbe *http.MaxBytesError
+	var ob *overBudgetError
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
+	case errors.As(err, &ob):
+		return overBudget(ob.size)
 	case errors.As(err, &mbe):
 		return errorf(http.StatusRequestEntityTooLarge, "the request body is larger than %d bytes", limit)
 	case errors.As(err, &se):

@@ -17,12 +17,7 @@ import (
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/toolkit"
-	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
 )
-
-// DefaultMaxBodyBytes is the largest request body when Options.MaxBodyBytes
-// is zero.
-const DefaultMaxBodyBytes = 8 << 20
 
 // ErrTokenRequired: ListenCheck refuses an address that is not loopback
 // without a token.
@@ -47,18 +42,24 @@ type Options struct {
 	// AllowOrigins lists the origins (scheme://host[:port]) whose pages may
 	// call the API from a browser (CORS). Default: none.
 	AllowOrigins []string
-	// MaxBodyBytes bounds a request body. Default DefaultMaxBodyBytes.
+	// MaxBodyBytes bounds a request body. Default: what the turn limit
+	// allows, actors.EncodedTurnLimit(Dispatcher.MaxTurnBytes()): the most
+	// bytes of arguments a turn may carry, plus 1 MiB of envelope.
 	MaxBodyBytes int64
+	// MaxInFlightBytes bounds the bytes of request bodies in flight (turns
+	// and client results; confirmations and answers, at most 1 MiB, are
+	// never refused for it): a request is admitted while its body fits
+	// beside those of the requests being read, dispatched or answered, and
+	// answered 429 with Retry-After otherwise, before anything runs. A turn costs several times its body
+	// in memory until it is answered (docs/PERFORMANCE.md, "Memory of turns
+	// in flight"). Default twice MaxBodyBytes; at least MaxBodyBytes.
+	MaxInFlightBytes int64
 	// Logger receives the service's logs (never request bodies or tokens).
 	// The zero value logs nothing.
 	Logger zerolog.Logger
 	// Replies receives answers to ask_user questions and client tool
 	// results. When nil, those endpoints answer 404.
 	Replies Replies
-	// Workspace, when set, is the workspace the built-in file tools write:
-	// pending edit_file and remove_file confirmations show a diff against
-	// its current files. When nil, they show their arguments only.
-	Workspace *builtin.Workspace
 
 	// The operator's policy (SPEC §16): a request body may narrow it,
 	// never widen it.
@@ -96,6 +97,8 @@ func (o *Options) Validate() error {
 		return errors.New("service: Options.Metrics is required")
 	case o.MaxBodyBytes < 0:
 		return errors.New("service: Options.MaxBodyBytes must not be negative")
+	case o.MaxInFlightBytes < 0:
+		return errors.New("service: Options.MaxInFlightBytes must not be negative")
 	case o.Approve != "" && o.Approve != actors.ApproveAsk && o.Approve != actors.ApproveAll && o.Approve != actors.ApproveNone:
 		return errors.New("service: Options.Approve must be ask, all or none")
 	}
@@ -138,8 +141,9 @@ type Server struct {
 	done      chan struct{} // closed by Shutdown: event streams end
 
 	// safe for concurrent use on their own
-	gates sessionGates
-	runs  runDecls
+	gates  sessionGates
+	runs   runDecls
+	budget *budget
 
 	closingMu  sync.Mutex
 	closing    bool          // guarded by closingMu
@@ -157,13 +161,22 @@ func New(opts Options) (*Server, error) {
 		opts.Approve = actors.ApproveAsk
 	}
 	if opts.MaxBodyBytes == 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
+		opts.MaxBodyBytes = actors.EncodedTurnLimit(opts.Dispatcher.MaxTurnBytes())
+	}
+	if opts.MaxInFlightBytes == 0 {
+		opts.MaxInFlightBytes = 2 * opts.MaxBodyBytes
+	}
+	if opts.MaxInFlightBytes < opts.MaxBodyBytes {
+		return nil, fmt.Errorf("service: Options.MaxInFlightBytes (%d) must be at least MaxBodyBytes (%d): a turn of the largest size could never be admitted",
+			opts.MaxInFlightBytes, opts.MaxBodyBytes)
 	}
 	s := &Server{
 		opts:    opts,
 		log:     opts.Logger.With().Str("component", "service").Logger(),
 		done:    make(chan struct{}),
 		origins: map[string]bool{},
+		budget: &budget{size: opts.MaxInFlightBytes, onUsed: opts.Metrics.bodyBytesInFlight,
+			onRefused: opts.Metrics.overBudget.Inc},
 	}
 	for _, o := range opts.AllowOrigins {
 		s.origins[o] = true
@@ -189,11 +202,13 @@ func New(opts Options) (*Server, error) {
 // routes registers every endpoint.
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/sessions/{session}/turns", s.owned(s.handleTurn))
+	mux.HandleFunc("POST /v1/sessions/{session}/turns", s.owned(s.budgeted(s.handleTurn)))
 	mux.HandleFunc("GET /v1/sessions/{session}/events", s.owned(s.handleSessionEvents))
+	// A person's confirmation or answer is never refused for the turns in
+	// flight (they may be waiting for it): small bodies, outside the budget.
 	mux.HandleFunc("POST /v1/sessions/{session}/confirm/{call_id}", s.owned(s.handleConfirm))
 	mux.HandleFunc("POST /v1/sessions/{session}/answer/{call_id}", s.owned(s.handleAnswer))
-	mux.HandleFunc("POST /v1/sessions/{session}/client_result/{call_id}", s.owned(s.handleClientResult))
+	mux.HandleFunc("POST /v1/sessions/{session}/client_result/{call_id}", s.owned(s.budgeted(s.handleClientResult)))
 	mux.HandleFunc("DELETE /v1/sessions/{session}/runs/{run}", s.owned(s.handleEndRun))
 	mux.HandleFunc("GET /v1/sessions/{session}", s.owned(s.handleSession))
 	mux.HandleFunc("GET /v1/sessions", s.handleSessions)

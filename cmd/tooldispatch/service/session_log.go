@@ -42,6 +42,14 @@ type PendingConfirm struct {
 	ArgsHash  string    `json:"args_hash"`
 	Question  string    `json:"question"`
 	Since     time.Time `json:"since"`
+	// Diff and Note preview a call that changes workspace files: what it
+	// would do to them as they were when it was asked (a unified diff, or
+	// why there is none), and StateHash is the hash of the files' state
+	// the approval is bound to. If the files are no longer so when the
+	// call's turn to run comes, the approved call does not run.
+	Diff      string `json:"diff,omitempty"`
+	Note      string `json:"note,omitempty"`
+	StateHash string `json:"state_hash,omitempty"`
 
 	seq uint64
 }
@@ -200,6 +208,7 @@ func (s *sessionLog) track(ev *messages.Event, recentTurns int) (settled *Pendin
 			Session: ev.GetSession(), Run: ev.GetRun(), Turn: ev.GetTurn(), CallID: ev.GetCallId(),
 			Tool: ev.GetTool(), Arguments: ev.GetArguments(), ArgsHash: ev.GetArgsHash(),
 			Question: ev.GetText(), Since: since, seq: ev.GetSeq(),
+			Diff: ev.GetDiff(), Note: ev.GetNote(), StateHash: ev.GetStateHash(),
 		}}
 		setState(c, StateConfirm, "")
 	case actors.EventToolCallStart:
