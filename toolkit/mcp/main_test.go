@@ -170,7 +170,7 @@ func newHarness(t *testing.T, servers []ServerConfig, configure ...func(*Manager
 		synced: func(s string) { offer(ev.synced, s) },
 		retry:  func(s string, d time.Duration, err error) { offer(ev.retry, retryEvent{s, d, err}) },
 		up:     func(s string, pid int) { offer(ev.up, upEvent{s, pid}) },
-		call:   func(s, tool string) { offer(ev.call, s+"/"+tool) },
+		call:   func(s, tool string, _ int) { offer(ev.call, s+"/"+tool) },
 	}
 	for _, c := range configure {
 		c(m)

@@ -60,9 +60,11 @@ type hooks struct {
 	retry func(server string, delay time.Duration, err error)
 	// up: a session is connected; pid is the process id of a stdio server.
 	up func(server string, pid int)
-	// call: a call of tool is about to be sent (called on the caller's
-	// goroutine).
-	call func(server, tool string)
+	// call: a call of tool is about to be sent to the process pid (0 for
+	// a server without a process); called on the caller's goroutine.
+	call func(server, tool string, pid int)
+	// probe: a ping that checks whether the server still answers is sent.
+	probe func(server string)
 	// hung: the server left a ping unanswered for after while calls waited.
 	hung func(server string, after time.Duration)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -62,6 +61,7 @@ type server struct {
 	changed  chan struct{}         // guarded by mu; closed and replaced at every change of state
 	session  *mcp.ClientSession    // guarded by mu; set while StateUp
 	conn     *conn                 // guarded by mu; the connection of session
+	probing  bool                  // guarded by mu; a liveness ping is out on conn: calls wait for its verdict
 	tools    map[string]registered // guarded by mu; by registered name
 	lastErr  error                 // guarded by mu
 	nextTry  time.Time             // guarded by mu
@@ -103,8 +103,10 @@ type conn struct {
 	// syncs are the tool listings and pings serve runs beside its loop;
 	// end waits for them after closing the session.
 	syncs sync.WaitGroup
-	// broken is set when a call failed in transport on this session: later
-	// calls wait for the next session instead of being sent here.
+	// broken is set when a call failed in transport on this session, or the
+	// session is over or declared hung: later calls wait for the next
+	// session instead of being sent here. A server that answers the probe
+	// after a failed call clears it. Changed with s.mu held.
 	broken atomic.Bool
 }
 
@@ -199,7 +201,8 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		// configuration (a filesystem server keeps its command-line roots).
 		Capabilities:           &mcp.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { poke(s.refresh) },
-		KeepAlive:              s.cfg.PingInterval,
+		// No KeepAlive: serve pings the server itself (liveness.go), so
+		// that a server found dead is handled like a hung one.
 	})
 	sess, err := client.Connect(ctx, transport, nil)
 	if err != nil {
@@ -218,14 +221,13 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 }
 
 // serve waits until the session ends or the manager closes, refreshing the
-// tools when the server says its list changed. It returns why it stopped.
+// tools when the server says its list changed and checking that the server
+// still answers (liveness.go). It returns why it stopped.
 func (s *server) serve(c *conn) error {
-	interval := s.cfg.HangTimeout / 2
-	if interval <= 0 {
-		interval = time.Duration(math.MaxInt64)
-	}
-	hang := time.NewTicker(interval)
+	hang := newTicker(s.cfg.HangTimeout / 2)
 	defer hang.Stop()
+	keepAlive := newTicker(s.cfg.PingInterval)
+	defer keepAlive.Stop()
 	var syncing atomic.Bool
 	resync := false
 	var synced <-chan time.Time // polls for the end of a listing while one is owed
@@ -260,64 +262,28 @@ func (s *server) serve(c *conn) error {
 				poke(s.refresh)
 			}
 		case <-s.suspect:
-			ctx, cancel := context.WithTimeout(s.m.ctx, probeTimeout)
-			err := c.session.Ping(ctx, nil)
-			cancel()
-			if err != nil && s.m.ctx.Err() == nil {
-				return fmt.Errorf("MCP server %q does not answer after a failed call: %w", s.name, err)
+			if err := s.probe(c, probeTimeout, "after a call failed in transport"); err != nil {
+				return err
 			}
+			s.mu.Lock()
+			c.broken.Store(false)
+			s.signal()
+			s.mu.Unlock()
 		case <-hang.C:
-			if err := s.checkHang(c); err != nil {
+			if s.inflight.Load() == 0 {
+				continue
+			}
+			if err := s.probe(c, s.cfg.HangTimeout, "while calls waited"); err != nil {
+				return err
+			}
+		case <-keepAlive.C:
+			if err := s.probe(c, s.keepAliveTimeout(), "(keep-alive)"); err != nil {
 				return err
 			}
 		case <-s.m.ctx.Done():
 			return ErrClosed
 		}
 	}
-}
-
-// checkHang pings the server when calls wait on it; a ping not answered
-// within HangTimeout declares it hung.
-func (s *server) checkHang(c *conn) error {
-	if s.inflight.Load() == 0 {
-		return nil
-	}
-	// The ping runs beside the wait: a write to a stopped process can block
-	// past the context, so the bound is our own timer. The goroutine ends
-	// when the session closes at the latest; end waits for it.
-	ctx, cancel := context.WithTimeout(s.m.ctx, s.cfg.HangTimeout)
-	defer cancel()
-	began := time.Now()
-	answered := make(chan error, 1)
-	c.syncs.Add(1)
-	go func() {
-		defer c.syncs.Done()
-		answered <- c.session.Ping(ctx, nil)
-	}()
-	timer := time.NewTimer(s.cfg.HangTimeout)
-	defer timer.Stop()
-	var err error
-	select {
-	case err = <-answered:
-		if err == nil || s.m.ctx.Err() != nil {
-			return nil
-		}
-	case <-timer.C:
-		err = context.DeadlineExceeded
-	case <-s.m.ctx.Done():
-		return nil
-	}
-	if h := s.m.hooks.hung; h != nil {
-		h(s.name, time.Since(began))
-	}
-	// Closing the session waits for writes a stopped process never reads:
-	// kill its process group first, so the session ends at once and the
-	// calls waiting on it return.
-	c.broken.Store(true)
-	if pid := c.pid(); pid > 0 {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-	}
-	return fmt.Errorf("MCP server %q did not answer a ping within %s while calls waited; declared hung: %w", s.name, s.cfg.HangTimeout, err)
 }
 
 // signal wakes the calls waiting for a change of state. Call with mu held.
@@ -335,9 +301,9 @@ func (s *server) end(c *conn) {
 	} else {
 		s.state = StateRestarting
 	}
+	c.broken.Store(true)
 	s.signal()
 	s.mu.Unlock()
-	c.broken.Store(true)
 	if err := c.session.Close(); err != nil {
 		s.log.Debug().Err(err).Msg("closing the MCP session")
 	}
@@ -409,14 +375,15 @@ func (s *server) setDown(err error, delay time.Duration) {
 }
 
 // await returns a live session for a call, waiting while the server starts
-// or restarts, up to ctx. A call that gets none was not sent.
+// or restarts and while a liveness ping is out, up to ctx. A call that gets
+// none was not sent.
 func (s *server) await(ctx context.Context) (*mcp.ClientSession, *conn, error) {
 	for {
 		sess, err := s.current()
 		s.mu.Lock()
-		changed, c := s.changed, s.conn
+		changed, c, probing := s.changed, s.conn, s.probing
 		s.mu.Unlock()
-		if err == nil && c != nil && !c.broken.Load() {
+		if err == nil && c != nil && !c.broken.Load() && !probing {
 			select {
 			case <-c.done:
 				// The session is over but serve has not noticed yet.

@@ -132,38 +132,59 @@ func (s *server) toolkitTool(name string, t *mcp.Tool) (toolkit.Tool, registered
 // handler runs calls of the MCP tool mcpName.
 func (s *server) handler(mcpName string) toolkit.Handler {
 	return func(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
-		sess, conn, err := s.await(ctx)
-		if err != nil {
-			return toolkit.Result{}, err
-		}
-		callCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-		defer cancel()
-		stop := context.AfterFunc(s.m.ctx, cancel)
-		defer stop()
-
 		args := json.RawMessage(c.Args.Canonical)
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
-		if h := s.m.hooks.call; h != nil {
-			h(s.name, mcpName)
+		for {
+			sess, conn, err := s.await(ctx)
+			if err != nil {
+				return toolkit.Result{}, err
+			}
+			res, err := s.send(ctx, sess, conn, mcpName, args)
+			if errors.Is(err, mcp.ErrConnectionClosed) {
+				// The session was closing or broken before the request was
+				// written: the call was not sent. It waits for the next
+				// session, up to its own time.
+				s.mu.Lock()
+				conn.broken.Store(true)
+				s.mu.Unlock()
+				s.log.Debug().Err(err).Str("tool", mcpName).Msg("MCP call not sent: the session was closing; waiting for the next one")
+				continue
+			}
+			return res, err
 		}
-		began := time.Now()
-		s.inflight.Add(1)
-		res, err := sess.CallTool(callCtx, &mcp.CallToolParams{Name: mcpName, Arguments: args})
-		s.inflight.Add(-1)
-		elapsed := time.Since(began)
-		if err != nil {
-			return toolkit.Result{}, s.callError(ctx, callCtx, conn, mcpName, elapsed, err)
-		}
-		text := resultText(res, s.cfg.MaxResultBytes)
-		s.log.Debug().Str("tool", mcpName).Dur("elapsed", elapsed).Bool("is_error", res.IsError).
-			Int("result_bytes", len(text)).Msg("MCP call ended")
-		if res.IsError {
-			return toolkit.Result{}, &ToolError{Server: s.name, Tool: mcpName, Text: text}
-		}
-		return toolkit.Result{Content: text}, nil
 	}
+}
+
+// send makes one attempt at a call of mcpName on sess.
+func (s *server) send(ctx context.Context, sess *mcp.ClientSession, conn *conn, mcpName string, args json.RawMessage) (toolkit.Result, error) {
+	callCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	stop := context.AfterFunc(s.m.ctx, cancel)
+	defer stop()
+
+	if h := s.m.hooks.call; h != nil {
+		h(s.name, mcpName, conn.pid())
+	}
+	began := time.Now()
+	s.inflight.Add(1)
+	res, err := sess.CallTool(callCtx, &mcp.CallToolParams{Name: mcpName, Arguments: args})
+	s.inflight.Add(-1)
+	elapsed := time.Since(began)
+	if errors.Is(err, mcp.ErrConnectionClosed) {
+		return toolkit.Result{}, err
+	}
+	if err != nil {
+		return toolkit.Result{}, s.callError(ctx, callCtx, conn, mcpName, elapsed, err)
+	}
+	text := resultText(res, s.cfg.MaxResultBytes)
+	s.log.Debug().Str("tool", mcpName).Dur("elapsed", elapsed).Bool("is_error", res.IsError).
+		Int("result_bytes", len(text)).Msg("MCP call ended")
+	if res.IsError {
+		return toolkit.Result{}, &ToolError{Server: s.name, Tool: mcpName, Text: text}
+	}
+	return toolkit.Result{Content: text}, nil
 }
 
 // callError explains why a call returned no result.
@@ -181,7 +202,9 @@ func (s *server) callError(ctx, callCtx context.Context, c *conn, tool string, e
 	if errors.As(err, &werr) {
 		return fmt.Errorf("MCP server %q refused the call of %s: %s (JSON-RPC error %d)", s.name, tool, werr.Message, werr.Code)
 	}
+	s.mu.Lock()
 	c.broken.Store(true)
+	s.mu.Unlock()
 	poke(s.suspect)
 	s.log.Warn().Err(err).Str("tool", tool).Msg("MCP call failed in transport")
 	return fmt.Errorf("MCP server %q failed during the call of %s after %s (%v); the outcome is unknown, and the server is restarted if it stopped: %w (%w)",
