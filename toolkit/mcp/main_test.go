@@ -16,9 +16,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/mcp/mcptest"
 )
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(mcptest.Env); mode != "" {
+		// This process is a misbehaving MCP server a test started.
+		os.Exit(mcptest.Serve(mode))
+	}
 	goleak.VerifyTestMain(m,
 		// regexp2's match-timeout clock stops itself ~1 s after the last match.
 		goleak.IgnoreAnyFunction("github.com/dlclark/regexp2/v2.runClock"))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -19,7 +20,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
-	"github.com/tooldispatch/tooldispatch/toolkit/internal/procgroup"
 )
 
 // groupGrace bounds the wait for a killed server's process group to be gone.
@@ -30,6 +30,10 @@ const (
 	// server to exit after its stdin closes, before SIGTERM, and again
 	// before SIGKILL.
 	terminateDuration = 500 * time.Millisecond
+	// closeGrace bounds how long closing a session may take (the stdio
+	// shutdown takes up to 2 × terminateDuration) before the server is
+	// stopped by force.
+	closeGrace = 2*terminateDuration + 500*time.Millisecond
 	// waitDelay bounds how long reaping a stdio server waits for its
 	// stderr to close when a descendant keeps it open; it is shorter than
 	// terminateDuration so that closing the session sees the server reaped.
@@ -63,6 +67,7 @@ type server struct {
 	conn     *conn                 // guarded by mu; the connection of session
 	probing  bool                  // guarded by mu; a liveness ping is out on conn: calls wait for its verdict
 	tools    map[string]registered // guarded by mu; by registered name
+	skipped  []SkippedTool         // guarded by mu; of the last listing
 	lastErr  error                 // guarded by mu
 	nextTry  time.Time             // guarded by mu
 	restarts int                   // guarded by mu
@@ -91,36 +96,10 @@ func newServer(m *Manager, cfg ServerConfig) *server {
 	}
 }
 
-// conn is one session with the server.
-type conn struct {
-	session *mcp.ClientSession
-	cmd     *exec.Cmd          // stdio servers
-	stderr  *lineLogger        // stdio servers
-	http    *http.Transport    // Streamable HTTP servers
-	inproc  *mcp.ServerSession // in-process servers: the server's side
-	done    chan struct{}      // closed when the session has ended
-	waitErr error              // why it ended; read after done
-	// syncs are the tool listings and pings serve runs beside its loop;
-	// end waits for them after closing the session.
-	syncs sync.WaitGroup
-	// broken is set when a call failed in transport on this session, or the
-	// session is over or declared hung: later calls wait for the next
-	// session instead of being sent here. A server that answers the probe
-	// after a failed call clears it. Changed with s.mu held.
-	broken atomic.Bool
-}
-
-// pid returns the stdio server's process id, or 0.
-func (c *conn) pid() int {
-	if c.cmd == nil || c.cmd.Process == nil {
-		return 0
-	}
-	return c.cmd.Process.Pid
-}
-
 // run is the server's goroutine: it connects, serves until the session
-// ends, and restarts with back-off until the manager closes. first is
-// closed after the first attempt, successful or not.
+// ends, and restarts with back-off until the manager closes, or until the
+// server breaks a bound (limits.go). first is closed after the first
+// attempt, successful or not, once the server's state says how it went.
 func (s *server) run(first chan struct{}) {
 	defer s.m.wg.Done()
 	var once sync.Once
@@ -129,10 +108,9 @@ func (s *server) run(first chan struct{}) {
 
 	ctx := s.m.ctx
 	for attempt := 0; ; attempt++ {
-		c, err := s.connect(ctx)
+		c, list, err := s.open(ctx)
 		if err == nil {
-			s.setUp(c)
-			s.sync(c.session)
+			s.setUp(c, list)
 			firstDone()
 			began := time.Now()
 			err = s.serve(c)
@@ -146,10 +124,21 @@ func (s *server) run(first chan struct{}) {
 		} else if ctx.Err() != nil {
 			return
 		}
-		firstDone()
+		if errors.Is(err, ErrOverLimit) {
+			s.setFailed(err)
+			s.log.Error().Err(err).Msg("MCP server failed: it went over a limit; its tools are withdrawn and it is not restarted")
+			if h := s.m.hooks.failed; h != nil {
+				h(s.name, err)
+			}
+			return
+		}
 		delay := s.m.policy.delay(attempt)
-		s.setDown(err, delay)
-		s.log.Warn().Err(err).Dur("retry_in", delay).Msg("MCP server unavailable; restarting")
+		if s.setDown(err, delay) == StateFailed {
+			s.log.Error().Err(err).Dur("retry_in", delay).Msg("MCP server failed at start-up; its tools are not registered; retrying")
+		} else {
+			s.log.Warn().Err(err).Dur("retry_in", delay).Msg("MCP server unavailable; restarting")
+		}
+		firstDone()
 		if h := s.m.hooks.retry; h != nil {
 			h(s.name, delay, err)
 		}
@@ -163,12 +152,27 @@ func (s *server) run(first chan struct{}) {
 	}
 }
 
-// connect starts the server (stdio) or opens the session (HTTP) and does
-// the initialize handshake.
-func (s *server) connect(ctx context.Context) (*conn, error) {
+// open connects to the server and lists its tools, both within
+// ConnectTimeout.
+func (s *server) open(ctx context.Context) (*conn, []*mcp.Tool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
 	defer cancel()
-	c := &conn{done: make(chan struct{})}
+	c, err := s.connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	list, err := s.listTools(ctx, c)
+	if err != nil {
+		s.closeConn(c)
+		return nil, nil, fmt.Errorf("MCP server %q: %w", s.name, err)
+	}
+	return c, list, nil
+}
+
+// connect starts the server (stdio) or opens the session (HTTP) and does
+// the initialize handshake, within ctx.
+func (s *server) connect(ctx context.Context) (*conn, error) {
+	c := newConn()
 	var transport mcp.Transport
 	if s.cfg.Server != nil {
 		ct, st := mcp.NewInMemoryTransports()
@@ -187,12 +191,12 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		cmd.WaitDelay = waitDelay
 		c.cmd = cmd
-		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateDuration}
+		transport = &stdioTransport{cmd: cmd, meter: c.meter}
 	} else {
 		c.http = http.DefaultTransport.(*http.Transport).Clone()
 		transport = &mcp.StreamableClientTransport{
 			Endpoint:   s.cfg.URL,
-			HTTPClient: &http.Client{Transport: &headerTransport{base: c.http, headers: s.cfg.Headers}},
+			HTTPClient: &http.Client{Transport: &headerTransport{base: c.bound(c.http), headers: s.cfg.Headers}},
 		}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: clientName, Version: clientVersion()}, &mcp.ClientOptions{
@@ -220,47 +224,52 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 	return c, nil
 }
 
-// serve waits until the session ends or the manager closes, refreshing the
-// tools when the server says its list changed and checking that the server
+// serve waits until the session ends, the server breaks a bound or the
+// manager closes, listing the tools again when the server says its list
+// changed (at most once per relistInterval) and checking that the server
 // still answers (liveness.go). It returns why it stopped.
 func (s *server) serve(c *conn) error {
 	hang := newTicker(s.cfg.HangTimeout / 2)
 	defer hang.Stop()
 	keepAlive := newTicker(s.cfg.PingInterval)
 	defer keepAlive.Stop()
-	var syncing atomic.Bool
-	resync := false
-	var synced <-chan time.Time // polls for the end of a listing while one is owed
+	// A listing runs beside the loop: a server that stops answering during
+	// it must still be caught by the hang check.
+	listed := make(chan struct{}, 1)
+	listing, owed := false, false
+	nextList := time.Now().Add(relistInterval)
 	for {
-		if resync {
-			synced = time.After(100 * time.Millisecond)
-		} else {
-			synced = nil
+		var wake <-chan time.Time
+		if owed && !listing {
+			if d := time.Until(nextList); d > 0 {
+				wake = time.After(d)
+			} else {
+				owed, listing = false, true
+				nextList = time.Now().Add(relistInterval)
+				c.syncs.Add(1)
+				go func() {
+					defer c.syncs.Done()
+					s.sync(c)
+					listed <- struct{}{}
+				}()
+			}
 		}
 		select {
 		case <-c.done:
+			if over := c.overLimit(); over != nil {
+				return fmt.Errorf("MCP server %q: %w", s.name, over)
+			}
 			if c.waitErr != nil {
 				return fmt.Errorf("MCP server %q ended the session: %w", s.name, c.waitErr)
 			}
 			return fmt.Errorf("MCP server %q ended the session", s.name)
+		case <-c.violated:
+			return fmt.Errorf("MCP server %q: %w", s.name, c.violation)
 		case <-s.refresh:
-			// Listing runs beside the loop: a server that stops answering
-			// during it must still be caught by the hang check.
-			if !syncing.Swap(true) {
-				c.syncs.Add(1)
-				go func() {
-					defer c.syncs.Done()
-					defer syncing.Store(false)
-					s.sync(c.session)
-				}()
-			} else {
-				resync = true
-			}
-		case <-synced:
-			if resync && !syncing.Load() {
-				resync = false
-				poke(s.refresh)
-			}
+			owed = true
+		case <-listed:
+			listing = false
+		case <-wake:
 		case <-s.suspect:
 			if err := s.probe(c, probeTimeout, "after a call failed in transport"); err != nil {
 				return err
@@ -304,30 +313,32 @@ func (s *server) end(c *conn) {
 	c.broken.Store(true)
 	s.signal()
 	s.mu.Unlock()
-	if err := c.session.Close(); err != nil {
+	s.closeConn(c)
+}
+
+// closeConn closes the session of c, by force when the server does not let
+// it close within closeGrace (a server that reads nothing more keeps our
+// replies to its requests, and with them the session, from ending), and
+// cleans up after it.
+func (s *server) closeConn(c *conn) {
+	closed := make(chan error, 1)
+	go func() { closed <- c.session.Close() }()
+	grace := time.NewTimer(closeGrace)
+	defer grace.Stop()
+	var err error
+	select {
+	case err = <-closed:
+	case <-grace.C:
+		s.log.Warn().Dur("grace", closeGrace).Msg("the MCP session did not close in time; stopping the server by force")
+		c.kill()
+		err = <-closed
+	}
+	if err != nil {
 		s.log.Debug().Err(err).Msg("closing the MCP session")
 	}
 	<-c.done
 	c.syncs.Wait()
 	c.cleanup()
-}
-
-// cleanup stops whatever is left of the connection: the server's process
-// group and idle HTTP connections.
-func (c *conn) cleanup() {
-	if c.cmd != nil && c.cmd.Process != nil {
-		// The session reaped the leader; nothing it started may outlive it.
-		procgroup.Stop(c.cmd.Process.Pid, groupGrace, syscall.SIGKILL)
-	}
-	if c.stderr != nil {
-		c.stderr.flush()
-	}
-	if c.http != nil {
-		c.http.CloseIdleConnections()
-	}
-	if c.inproc != nil {
-		_ = c.inproc.Close()
-	}
 }
 
 // env is a stdio server's environment: PATH, HOME and LANG, then the
@@ -350,7 +361,9 @@ func (s *server) env() []string {
 	return env
 }
 
-func (s *server) setUp(c *conn) {
+// setUp registers list as the server's tools and marks it up on c.
+func (s *server) setUp(c *conn, list []*mcp.Tool) {
+	s.apply(list)
 	s.mu.Lock()
 	s.session, s.conn = c.session, c
 	s.state = StateUp
@@ -360,17 +373,40 @@ func (s *server) setUp(c *conn) {
 	if h := s.m.hooks.up; h != nil {
 		h(s.name, c.pid())
 	}
+	if h := s.m.hooks.synced; h != nil {
+		h(s.name)
+	}
 }
 
-func (s *server) setDown(err error, delay time.Duration) {
+// setDown records a failed attempt, retried after delay, and returns the
+// new state: failed while the server never came up, restarting after.
+func (s *server) setDown(err error, delay time.Duration) State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state != StateStarting {
+	if s.state == StateStarting || s.state == StateFailed {
+		s.state = StateFailed
+	} else {
 		s.state = StateRestarting
 		s.restarts++
 	}
 	s.lastErr = err
 	s.nextTry = time.Now().Add(delay)
+	s.signal()
+	return s.state
+}
+
+// setFailed marks the server failed for good (it broke a bound) and
+// withdraws its tools.
+func (s *server) setFailed(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state = StateFailed
+	s.lastErr = err
+	s.nextTry = time.Time{}
+	for name := range s.tools {
+		s.m.reg.Remove(name)
+	}
+	clear(s.tools)
 	s.signal()
 }
 
@@ -419,6 +455,10 @@ func (s *server) current() (*mcp.ClientSession, error) {
 		return s.session, nil
 	case StateClosed:
 		return nil, fmt.Errorf("MCP server %q is shut down: %w", s.name, ErrClosed)
+	case StateFailed:
+		if s.nextTry.IsZero() {
+			return nil, fmt.Errorf("MCP server %q failed and is not restarted (%v); its tools are withdrawn: %w", s.name, s.lastErr, ErrFailedServer)
+		}
 	}
 	if s.m.ctx.Err() != nil {
 		return nil, fmt.Errorf("MCP server %q is shut down: %w", s.name, ErrClosed)
@@ -431,8 +471,11 @@ func (s *server) current() (*mcp.ClientSession, error) {
 	if s.lastErr != nil {
 		why = " after: " + s.lastErr.Error()
 	}
-	if s.state == StateStarting {
+	switch s.state {
+	case StateStarting:
 		return nil, fmt.Errorf("MCP server %q is starting (next attempt %s)%s; call the tool again shortly: %w", s.name, wait, why, ErrUnavailable)
+	case StateFailed:
+		return nil, fmt.Errorf("MCP server %q failed at start-up (next attempt %s)%s: %w", s.name, wait, why, ErrUnavailable)
 	}
 	return nil, fmt.Errorf("MCP server %q is restarting (next attempt %s)%s; call the tool again shortly: %w", s.name, wait, why, ErrUnavailable)
 }
@@ -450,9 +493,10 @@ func (s *server) status() ServerStatus {
 	if s.lastErr != nil {
 		st.LastError = s.lastErr.Error()
 	}
-	if s.state == StateRestarting || s.state == StateStarting {
+	if s.state == StateRestarting || s.state == StateStarting || s.state == StateFailed {
 		st.NextAttempt = s.nextTry
 	}
+	st.Skipped = slices.Clone(s.skipped)
 	return st
 }
 
