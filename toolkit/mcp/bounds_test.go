@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -192,4 +193,39 @@ func TestGiantResultEndsTheSession(t *testing.T) {
 		t.Errorf("status %+v; want up after one restart, the giant message as the last error", st)
 	}
 	t.Logf("giant call: %v; heap grew by %d MiB", err, grown>>20)
+}
+
+// TestHTTPEventFloodFails: a Streamable HTTP server answers a call with
+// notifications without end on the call's event stream. The events count
+// against the flood budget: the server is cut off and marked failed, not
+// retried; the call's outcome is unknown.
+func TestHTTPEventFloodFails(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "event-flood", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "flood", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			for i := 0; ctx.Err() == nil; i++ {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: "flood", Progress: float64(i)}); err != nil {
+					return nil, err
+				}
+			}
+			return nil, ctx.Err()
+		})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+	failed := make(chan error, 1)
+	h := newHarness(t, []ServerConfig{{Name: "event-flood", URL: ts.URL, Timeout: 10 * time.Second}}, func(m *Manager) {
+		m.hooks.failed = func(_ string, err error) { offer(failed, err) }
+	})
+	h.start()
+	_, err := h.call(context.Background(), "mcp__event-flood__flood", `{}`)
+	if !errors.Is(err, toolkit.ErrOutcomeUnknown) && !errors.Is(err, toolkit.ErrNotSent) {
+		t.Errorf("the flooding call: %v; want its outcome unknown", err)
+	}
+	if err := next(t, "the server failed", failed); !strings.Contains(err.Error(), "flood") {
+		t.Errorf("failure: %v; want the flood budget", err)
+	}
+	if st := h.m.Servers()[0]; st.State != StateFailed || !st.NextAttempt.IsZero() || st.Tools != 0 {
+		t.Errorf("status %+v; want failed, not retried", st)
+	}
+	t.Logf("the flooding call: %v", err)
 }
