@@ -98,6 +98,13 @@ func sizeText(n int) string {
 // capText cuts s to at most limit bytes (on a character boundary) and says
 // so; invalid UTF-8 is replaced.
 func capText(s string, limit int) string {
+	return capWith(s, limit, "\n[… result cut at %s of %s …]")
+}
+
+// capWith cuts s to at most limit bytes (on a character boundary) and
+// appends note, formatted with the sizes kept and whole; invalid UTF-8 is
+// replaced.
+func capWith(s string, limit int, note string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= limit {
 		return s
@@ -106,5 +113,5 @@ func capText(s string, limit int) string {
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return s[:cut] + fmt.Sprintf("\n[… result cut at %s of %s …]", sizeText(cut), sizeText(len(s)))
+	return s[:cut] + fmt.Sprintf(note, sizeText(cut), sizeText(len(s)))
 }

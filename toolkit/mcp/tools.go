@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -206,13 +204,5 @@ func (s *server) callError(ctx, callCtx context.Context, c *conn, tool string, e
 // capDescription cuts a description longer than maxDescriptionBytes (on a
 // character boundary) and says so.
 func capDescription(desc string) string {
-	desc = strings.ToValidUTF8(desc, "\uFFFD")
-	if len(desc) <= maxDescriptionBytes {
-		return desc
-	}
-	cut := maxDescriptionBytes
-	for cut > 0 && !utf8.RuneStart(desc[cut]) {
-		cut--
-	}
-	return desc[:cut] + fmt.Sprintf(" [… description cut at %s of %s …]", sizeText(cut), sizeText(len(desc)))
+	return capWith(desc, maxDescriptionBytes, " [… description cut at %s of %s …]")
 }

@@ -162,10 +162,11 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		stop()
 		cancel()
 	}
+	body := &releasingBody{ReadCloser: resp.Body, done: done}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
-		resp.Body = &eventBody{ReadCloser: resp.Body, meter: t.meter, done: done}
+		resp.Body = &eventBody{releasingBody: body, meter: t.meter}
 	} else {
-		resp.Body = &limitedBody{ReadCloser: resp.Body, meter: t.meter, done: done}
+		resp.Body = &limitedBody{releasingBody: body, meter: t.meter}
 	}
 	return resp, nil
 }
@@ -173,12 +174,10 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 // limitedBody is a response body holding one message: it fails the read
 // past maxMessageBytes.
 type limitedBody struct {
-	io.ReadCloser
+	*releasingBody
 	meter   *meter
-	done    func()
 	read    int
 	counted bool
-	once    sync.Once
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
@@ -200,24 +199,15 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Close closes the body and releases the request.
-func (b *limitedBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.once.Do(b.done)
-	return err
-}
-
 // eventBody is a stream of server-sent events: it counts each event (ended
 // by an empty line) as a message, and fails the read of an event past
 // maxMessageBytes.
 type eventBody struct {
-	io.ReadCloser
+	*releasingBody
 	meter *meter
-	done  func()
 	event int  // bytes of the current event so far
 	line  int  // bytes of the current line so far, without its end
 	cr    bool // the last byte was '\r'
-	once  sync.Once
 }
 
 func (b *eventBody) Read(p []byte) (int, error) {
@@ -250,8 +240,16 @@ func (b *eventBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// releasingBody is a response body that releases its request (done) when
+// it is closed.
+type releasingBody struct {
+	io.ReadCloser
+	done func()
+	once sync.Once
+}
+
 // Close closes the body and releases the request.
-func (b *eventBody) Close() error {
+func (b *releasingBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.once.Do(b.done)
 	return err
