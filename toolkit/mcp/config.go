@@ -15,8 +15,9 @@ import (
 const (
 	// DefaultCallTimeout is the timeout of one tool call.
 	DefaultCallTimeout = toolkit.DefaultToolTimeout
-	// DefaultConnectTimeout bounds starting a server and its initialize
-	// handshake, and each tools/list.
+	// DefaultConnectTimeout bounds starting a server, its initialize
+	// handshake and its first listing of the tools, together, and each
+	// later listing.
 	DefaultConnectTimeout = 30 * time.Second
 	// DefaultPingInterval is how often a session is pinged; a server that
 	// stops answering pings is declared hung and restarted.
@@ -112,8 +113,10 @@ type ServerConfig struct {
 	// DefaultCallTimeout. The server is told when a call is abandoned
 	// (notifications/cancelled).
 	Timeout time.Duration `toml:"timeout"`
-	// ConnectTimeout bounds start-up with the initialize handshake, and
-	// each listing of the tools; zero means DefaultConnectTimeout.
+	// ConnectTimeout bounds start-up — the process's start, the initialize
+	// handshake and the first listing of the tools, together — and each
+	// later listing; zero means DefaultConnectTimeout. A server that does
+	// not make it in time is marked failed and retried.
 	ConnectTimeout time.Duration `toml:"connect_timeout"`
 	// PingInterval is how often the session is pinged; a ping unanswered
 	// within HangTimeout (PingInterval/2 when the hang check is off)
