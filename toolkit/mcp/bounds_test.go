@@ -21,6 +21,13 @@ import (
 	"github.com/tooldispatch/tooldispatch/toolkit/mcp/mcptest"
 )
 
+// frozenClock stops the flood budget's windows: the budget is then a count
+// of messages, whatever the speed of the machine.
+func frozenClock() func() time.Time {
+	now := time.Now()
+	return func() time.Time { return now }
+}
+
 // TestFloodingServerFails: a server that sends messages without end —
 // notifications it is not asked for, or ping requests while it reads
 // nothing of what it is sent — goes over the message budget, is cut off
@@ -30,10 +37,13 @@ func TestFloodingServerFails(t *testing.T) {
 	for _, mode := range []string{mcptest.ModeFlood, mcptest.ModeFloodNoRead} {
 		t.Run(mode, func(t *testing.T) {
 			bad, _ := misbehavingServer(t, "bad", mode)
+			// The budget is what this test is about, not hangs.
+			bad.PingInterval, bad.HangTimeout = -1, -1
 			failed := make(chan error, 1)
 			h := newHarness(t, []ServerConfig{bad, goodServer()}, func(m *Manager) {
 				m.policy = backoff{initial: time.Hour, max: time.Hour, healthy: time.Hour}
 				m.hooks.failed = func(_ string, err error) { offer(failed, err) }
+				m.hooks.clock = frozenClock()
 			})
 			before := heapInUse()
 			h.start()
@@ -213,8 +223,11 @@ func TestHTTPEventFloodFails(t *testing.T) {
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
 	failed := make(chan error, 1)
-	h := newHarness(t, []ServerConfig{{Name: "event-flood", URL: ts.URL, Timeout: 10 * time.Second}}, func(m *Manager) {
+	// The call lasts until the budget is spent: 10 000 events, which takes
+	// half a minute under the race detector.
+	h := newHarness(t, []ServerConfig{{Name: "event-flood", URL: ts.URL, Timeout: 2 * time.Minute}}, func(m *Manager) {
 		m.hooks.failed = func(_ string, err error) { offer(failed, err) }
+		m.hooks.clock = frozenClock()
 	})
 	h.start()
 	_, err := h.call(context.Background(), "mcp__event-flood__flood", `{}`)

@@ -131,6 +131,8 @@ type ServerConfig struct {
 	// server hung: nothing more is sent to it, it is killed and restarted,
 	// and the waiting call ends outcome_unknown. While a ping is out no
 	// call is sent; calls wait for its verdict, then for the replacement.
+	// A stdio server a write to which waits HangTimeout (it reads nothing
+	// more) is declared hung too.
 	// Zero means DefaultHangTimeout, a negative value turns the check off.
 	HangTimeout time.Duration `toml:"hang_timeout"`
 	// NoDedup makes every call of the server's tools run, even a repeat of

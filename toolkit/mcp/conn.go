@@ -24,6 +24,11 @@ type conn struct {
 	waitErr error              // why it ended; read after done
 	// meter counts what the server sends (stdio and HTTP servers).
 	meter *meter
+	// stdio is the transport of a stdio server.
+	stdio *stdioTransport
+	// stalled says why the server was declared hung by watchInput; set
+	// before the process is killed.
+	stalled atomic.Pointer[error]
 	// stopHTTP cancels every request of an HTTP session.
 	stopHTTP context.CancelFunc
 	// syncs are the tool listings and pings serve runs beside its loop;

@@ -25,6 +25,9 @@ func (s *server) listTools(ctx context.Context, c *conn) ([]*mcp.Tool, error) {
 			if over := c.overLimit(); over != nil {
 				return nil, over
 			}
+			if stall := c.stallError(); stall != nil {
+				return nil, fmt.Errorf("listing the tools: %w", stall)
+			}
 			if ctx.Err() != nil && s.m.ctx.Err() == nil {
 				return nil, fmt.Errorf("listing the tools: no answer within %s (connect_timeout): %w", s.cfg.ConnectTimeout, err)
 			}

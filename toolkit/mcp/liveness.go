@@ -25,6 +25,11 @@ import (
 // for those writes), and it is restarted. The calls sent before the ping
 // end with their outcome unknown; the calls that waited go to the
 // replacement, or end "not sent" when their own time runs out first.
+//
+// A stdio server that reads nothing more of what it is sent is hung too,
+// whatever it sends (it could go on sending requests whose answers queue
+// with us): watchInput declares it hung when a write to it has waited
+// HangTimeout.
 
 // keepAliveTimeout is how long a keep-alive ping may go unanswered.
 func (s *server) keepAliveTimeout() time.Duration {
@@ -101,4 +106,43 @@ func (s *server) setProbing(v bool) {
 	defer s.mu.Unlock()
 	s.probing = v
 	s.signal()
+}
+
+// watchInput watches a stdio server's input while the session lasts, every
+// HangTimeout/2: a write that has waited more than HangTimeout declares the
+// server hung (the reason is c.stalled), and its process group is killed,
+// which ends the session. Run with c.syncs counting it.
+func (s *server) watchInput(c *conn) {
+	defer c.syncs.Done()
+	tick := time.NewTicker(s.cfg.HangTimeout / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-tick.C:
+			waited := c.stdio.input.blocked()
+			if waited <= s.cfg.HangTimeout {
+				continue
+			}
+			err := fmt.Errorf("the server reads nothing more (a write to it has waited %s); declared hung", waited.Round(time.Millisecond))
+			c.stalled.Store(&err)
+			s.mu.Lock()
+			c.broken.Store(true)
+			s.mu.Unlock()
+			if h := s.m.hooks.hung; h != nil {
+				h(s.name, waited)
+			}
+			c.kill()
+			return
+		}
+	}
+}
+
+// stallError is why watchInput declared the server on c hung, or nil.
+func (c *conn) stallError() error {
+	if p := c.stalled.Load(); p != nil {
+		return *p
+	}
+	return nil
 }

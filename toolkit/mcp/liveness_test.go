@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/mcp/mcptest"
 )
 
 // TestQueuedCallsSurviveACrash: a server SIGKILLed during a call with 50
@@ -244,4 +245,33 @@ func TestIdleHungServerIsReplaced(t *testing.T) {
 		}
 	}
 	t.Logf("idle SIGSTOP: keep-alive ping unanswered for %s; calls sent to %v", detected.Round(time.Millisecond), sent)
+}
+
+// TestServerThatStopsReadingIsHung: a stdio server sends a burst of ping
+// requests (under the flood budget) and then reads nothing more, so our
+// answers fill its input and block. A write that waits hang_timeout
+// declares it hung: its process is killed and it is restarted, and the
+// answers queued with us go with the session. Close returns.
+func TestServerThatStopsReadingIsHung(t *testing.T) {
+	bad, _ := misbehavingServer(t, "bad", mcptest.ModePingBurstNoRead)
+	bad.PingInterval, bad.HangTimeout = -1, time.Second
+	hung := make(chan time.Duration, 1)
+	h := newHarness(t, []ServerConfig{bad}, func(m *Manager) {
+		m.policy = backoff{initial: time.Hour, max: time.Hour, healthy: time.Hour}
+		m.hooks.hung = func(_ string, after time.Duration) { offer(hung, after) }
+	})
+	h.start()
+	first := next(t, "the first session", h.ev.up)
+	waited := next(t, "the hang", hung)
+	retry := next(t, "the restart", h.ev.retry)
+	if !strings.Contains(retry.err.Error(), "reads nothing more") {
+		t.Errorf("restart after: %v; want the server declared hung for reading nothing", retry.err)
+	}
+	if processAlive(first.pid) {
+		t.Errorf("the hung server (pid %d) is still alive", first.pid)
+	}
+	if st := h.m.Servers()[0]; st.State != StateRestarting {
+		t.Errorf("status %+v; want restarting", st)
+	}
+	t.Logf("a write waited %s: %v", waited.Round(time.Millisecond), retry.err)
 }

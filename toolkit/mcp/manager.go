@@ -73,6 +73,8 @@ type hooks struct {
 	// failed: the server broke a bound (err) and is marked failed for good;
 	// its process is stopped.
 	failed func(server string, err error)
+	// clock replaces time.Now in the flood budget's windows.
+	clock func() time.Time
 }
 
 // Manager runs the configured MCP servers and keeps their tools in a

@@ -173,6 +173,9 @@ func (s *server) open(ctx context.Context) (*conn, []*mcp.Tool, error) {
 // the initialize handshake, within ctx.
 func (s *server) connect(ctx context.Context) (*conn, error) {
 	c := newConn()
+	if s.m.hooks.clock != nil {
+		c.meter.now = s.m.hooks.clock
+	}
 	var transport mcp.Transport
 	if s.cfg.Server != nil {
 		ct, st := mcp.NewInMemoryTransports()
@@ -191,7 +194,8 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		cmd.WaitDelay = waitDelay
 		c.cmd = cmd
-		transport = &stdioTransport{cmd: cmd, meter: c.meter}
+		c.stdio = &stdioTransport{cmd: cmd, meter: c.meter}
+		transport = c.stdio
 	} else {
 		c.http = http.DefaultTransport.(*http.Transport).Clone()
 		transport = &mcp.StreamableClientTransport{
@@ -221,6 +225,10 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		c.waitErr = sess.Wait()
 		close(c.done)
 	}()
+	if c.stdio != nil && s.cfg.HangTimeout > 0 {
+		c.syncs.Add(1)
+		go s.watchInput(c)
+	}
 	return c, nil
 }
 

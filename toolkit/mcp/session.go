@@ -40,6 +40,9 @@ func (s *server) serve(c *conn) error {
 			if over := c.overLimit(); over != nil {
 				return fmt.Errorf("MCP server %q: %w", s.name, over)
 			}
+			if err := c.stallError(); err != nil {
+				return fmt.Errorf("MCP server %q: %w", s.name, err)
+			}
 			if c.waitErr != nil {
 				return fmt.Errorf("MCP server %q ended the session: %w", s.name, c.waitErr)
 			}

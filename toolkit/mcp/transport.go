@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,6 +24,8 @@ import (
 type stdioTransport struct {
 	cmd   *exec.Cmd
 	meter *meter
+	// input is the server's input once connected.
+	input *stdinCloser
 }
 
 // Connect starts the command and connects to it over its stdin and stdout.
@@ -38,11 +41,12 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err := t.cmd.Start(); err != nil {
 		return nil, err
 	}
+	t.input = &stdinCloser{WriteCloser: stdin, cmd: t.cmd}
 	io := &mcp.IOTransport{
 		// The connection is closed through stdin; stdout is closed when
 		// the process is reaped.
 		Reader: io.NopCloser(&meteredReader{r: stdout, meter: t.meter}),
-		Writer: &stdinCloser{WriteCloser: stdin, cmd: t.cmd},
+		Writer: t.input,
 		// The meter cuts a longer line first, as a broken bound.
 		MaxLineLength: maxMessageBytes + 1,
 	}
@@ -89,14 +93,35 @@ func overLong() error {
 	return fmt.Errorf("the server sent a message of more than %s: %w", sizeText(maxMessageBytes), ErrMessageTooLong)
 }
 
-// stdinCloser is a stdio server's input. Closing it stops the server: it
-// closes stdin and waits terminateDuration for the server to exit, then
-// sends SIGTERM and waits again, then SIGKILL.
+// stdinCloser is a stdio server's input. It says how long a write has
+// been blocked (a server that reads nothing more blocks them once the pipe
+// is full). Closing it stops the server: it closes stdin and waits
+// terminateDuration for the server to exit, then sends SIGTERM and waits
+// again, then SIGKILL.
 type stdinCloser struct {
 	io.WriteCloser
-	cmd  *exec.Cmd
-	once sync.Once
-	err  error
+	cmd *exec.Cmd
+	// writing is when the write under way began (Unix nanoseconds), 0
+	// when none is (the SDK writes one message at a time).
+	writing atomic.Int64
+	once    sync.Once
+	err     error
+}
+
+// Write writes p to the server's input.
+func (w *stdinCloser) Write(p []byte) (int, error) {
+	w.writing.Store(time.Now().UnixNano())
+	defer w.writing.Store(0)
+	return w.WriteCloser.Write(p)
+}
+
+// blocked is how long the write under way has waited, 0 when none is.
+func (w *stdinCloser) blocked() time.Duration {
+	began := w.writing.Load()
+	if began == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, began))
 }
 
 // Close stops the server and reaps it; it is idempotent.
