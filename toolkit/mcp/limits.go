@@ -69,6 +69,9 @@ type meter struct {
 	// a bound.
 	onOver func(error)
 	now    func() time.Time
+	// maxMessages and maxBytes are the budget of a window: floodMessages
+	// and floodBytes.
+	maxMessages, maxBytes int
 
 	mu       sync.Mutex
 	start    time.Time // guarded by mu; of the current window
@@ -78,7 +81,7 @@ type meter struct {
 }
 
 func newMeter(onOver func(error)) *meter {
-	return &meter{onOver: onOver, now: time.Now}
+	return &meter{onOver: onOver, now: time.Now, maxMessages: floodMessages, maxBytes: floodBytes}
 }
 
 // add counts messages and bytes received now. It returns the error of the
@@ -97,12 +100,12 @@ func (m *meter) add(messages, bytes int) error {
 	}
 	m.messages += messages
 	m.bytes += bytes
-	within := m.messages <= floodMessages && m.bytes <= floodBytes
+	within := m.messages <= m.maxMessages && m.bytes <= m.maxBytes
 	m.mu.Unlock()
 	if within {
 		return nil
 	}
-	return m.over(overLimit("flood: the server sent more than %d messages or %s within %s", floodMessages, sizeText(floodBytes), floodWindow))
+	return m.over(overLimit("flood: the server sent more than %d messages or %s within %s", m.maxMessages, sizeText(m.maxBytes), floodWindow))
 }
 
 // over records that the server broke a bound (err, an ErrOverLimit) and

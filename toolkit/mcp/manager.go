@@ -75,6 +75,8 @@ type hooks struct {
 	failed func(server string, err error)
 	// clock replaces time.Now in the flood budget's windows.
 	clock func() time.Time
+	// floodMessages, when set, replaces the flood budget's floodMessages.
+	floodMessages int
 }
 
 // Manager runs the configured MCP servers and keeps their tools in a

@@ -176,6 +176,9 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 	if s.m.hooks.clock != nil {
 		c.meter.now = s.m.hooks.clock
 	}
+	if s.m.hooks.floodMessages > 0 {
+		c.meter.maxMessages = s.m.hooks.floodMessages
+	}
 	var transport mcp.Transport
 	if s.cfg.Server != nil {
 		ct, st := mcp.NewInMemoryTransports()
