@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -73,6 +74,9 @@ type meter struct {
 	// and floodBytes.
 	maxMessages, maxBytes int
 
+	// received counts every byte received, across windows.
+	received atomic.Int64
+
 	mu       sync.Mutex
 	start    time.Time // guarded by mu; of the current window
 	messages int       // guarded by mu
@@ -88,6 +92,7 @@ func newMeter(onOver func(error)) *meter {
 // first bound broken, once the flood budget of the window is spent or a
 // bound was broken before.
 func (m *meter) add(messages, bytes int) error {
+	m.received.Add(int64(bytes))
 	m.mu.Lock()
 	if m.err != nil {
 		err := m.err

@@ -18,6 +18,10 @@ func (s *server) listTools(ctx context.Context, c *conn) ([]*mcp.Tool, error) {
 		tools []*mcp.Tool
 		size  int
 	)
+	// The listing's size is what the server sent meanwhile, as the meter
+	// counted it; an in-process server's pages are measured as JSON.
+	metered := c.stdio != nil || c.stopHTTP != nil
+	before := c.meter.received.Load()
 	params := &mcp.ListToolsParams{}
 	for page := 1; ; page++ {
 		res, err := c.session.ListTools(ctx, params)
@@ -33,12 +37,15 @@ func (s *server) listTools(ctx context.Context, c *conn) ([]*mcp.Tool, error) {
 			}
 			return nil, fmt.Errorf("listing the tools: %w", err)
 		}
-		// The page as the server could have sent it, at the least.
-		b, err := json.Marshal(res)
-		if err != nil {
-			return nil, fmt.Errorf("listing the tools: page %d: %w", page, err)
+		if metered {
+			size = int(c.meter.received.Load() - before)
+		} else {
+			b, err := json.Marshal(res)
+			if err != nil {
+				return nil, fmt.Errorf("listing the tools: page %d: %w", page, err)
+			}
+			size += len(b)
 		}
-		size += len(b)
 		tools = append(tools, res.Tools...)
 		var over error
 		switch {

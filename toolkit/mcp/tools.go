@@ -122,16 +122,12 @@ func (s *server) toolkitTool(name string, t *mcp.Tool) (toolkit.Tool, registered
 // handler runs calls of the MCP tool mcpName.
 func (s *server) handler(mcpName string) toolkit.Handler {
 	return func(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
-		args := json.RawMessage(c.Args.Canonical)
-		if len(args) == 0 {
-			args = json.RawMessage("{}")
-		}
 		for {
 			sess, conn, err := s.await(ctx)
 			if err != nil {
 				return toolkit.Result{}, err
 			}
-			res, err := s.send(ctx, sess, conn, mcpName, args)
+			res, err := s.send(ctx, sess, conn, mcpName, c)
 			if errors.Is(err, mcp.ErrConnectionClosed) {
 				// The session was closing or broken before the request was
 				// written: the call was not sent. It waits for the next
@@ -147,8 +143,12 @@ func (s *server) handler(mcpName string) toolkit.Handler {
 	}
 }
 
-// send makes one attempt at a call of mcpName on sess.
-func (s *server) send(ctx context.Context, sess *mcp.ClientSession, conn *conn, mcpName string, args json.RawMessage) (toolkit.Result, error) {
+// send makes one attempt at the call c of mcpName on sess.
+func (s *server) send(ctx context.Context, sess *mcp.ClientSession, conn *conn, mcpName string, c *toolkit.Call) (toolkit.Result, error) {
+	args := json.RawMessage(c.Args.Canonical)
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
 	callCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	stop := context.AfterFunc(s.m.ctx, cancel)
