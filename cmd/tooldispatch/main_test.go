@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/tooldispatch/tooldispatch/toolkit/mcp/mcptest"
 )
 
 var fixedTime = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -28,6 +30,10 @@ var goleakOptions = []goleak.Option{
 }
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(mcptest.Env); mode != "" {
+		// This process is a misbehaving MCP server a test configured.
+		os.Exit(mcptest.Serve(mode))
+	}
 	// Default data directories go to a state directory of this test
 	// binary, never to the developer's own (the binaries the tests start
 	// inherit it).

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/mcp"
 )
 
 // toolsOutput is what "tools" prints: the tools array in the --format's
@@ -29,6 +31,48 @@ type toolInfo struct {
 	Source      toolkit.Source  `json:"source"`
 	// SchemaError: why the tool's schema does not compile (its calls fail).
 	SchemaError string `json:"schema_error,omitempty"`
+}
+
+// mcpServerInfo is one configured MCP server as "tools --all" prints it:
+// a failed server's tools are absent from the list, and this says why.
+type mcpServerInfo struct {
+	Name  string    `json:"name"`
+	State mcp.State `json:"state"`
+	// Tools is how many of its tools are registered.
+	Tools int `json:"tools"`
+	// Error is the server's last failure.
+	Error string `json:"error,omitempty"`
+	// NextAttempt is when a failed or restarting server is tried again
+	// (absent: not retried).
+	NextAttempt *time.Time `json:"next_attempt,omitempty"`
+	// Skipped are the tools it lists that are not registered.
+	Skipped []skippedToolInfo `json:"skipped,omitempty"`
+}
+
+// skippedToolInfo is a tool an MCP server lists that is not registered.
+type skippedToolInfo struct {
+	Tool   string `json:"tool"`
+	Reason string `json:"reason"`
+}
+
+// mcpServers describes the MCP servers of m (nil without any).
+func mcpServers(m *mcp.Manager) []mcpServerInfo {
+	if m == nil {
+		return nil
+	}
+	var out []mcpServerInfo
+	for _, st := range m.Servers() {
+		info := mcpServerInfo{Name: st.Name, State: st.State, Tools: st.Tools, Error: st.LastError}
+		if !st.NextAttempt.IsZero() {
+			next := st.NextAttempt.UTC()
+			info.NextAttempt = &next
+		}
+		for _, sk := range st.Skipped {
+			info.Skipped = append(info.Skipped, skippedToolInfo{Tool: sk.Tool, Reason: sk.Reason})
+		}
+		out = append(out, info)
+	}
+	return out
 }
 
 // cmdTools implements "tooldispatch tools". It needs the workspace (the
@@ -71,8 +115,9 @@ func (e *env) cmdTools(args []string) error {
 	if o.all {
 		all := reg.All()
 		out := struct {
-			Tools []toolInfo `json:"tools"`
-		}{Tools: make([]toolInfo, 0, len(all))}
+			Tools      []toolInfo      `json:"tools"`
+			MCPServers []mcpServerInfo `json:"mcp_servers,omitempty"`
+		}{Tools: make([]toolInfo, 0, len(all)), MCPServers: mcpServers(ts.MCP)}
 		for _, t := range all {
 			if slices.Contains(cfg.Dispatcher.Exclude, t.Name) {
 				continue

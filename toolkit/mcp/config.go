@@ -16,11 +16,12 @@ import (
 const (
 	// DefaultCallTimeout is the timeout of one tool call.
 	DefaultCallTimeout = toolkit.DefaultToolTimeout
-	// DefaultConnectTimeout bounds starting a server and its initialize
-	// handshake, and each tools/list.
+	// DefaultConnectTimeout bounds starting a server, its initialize
+	// handshake and its first listing of the tools, together, and each
+	// later listing.
 	DefaultConnectTimeout = 30 * time.Second
-	// DefaultPingInterval is how often an idle session is pinged; a server
-	// that stops answering pings is restarted.
+	// DefaultPingInterval is how often a session is pinged; a server that
+	// stops answering pings is declared hung and restarted.
 	DefaultPingInterval = 30 * time.Second
 	// DefaultMaxResultBytes is how much of a tool result is kept.
 	DefaultMaxResultBytes = 256 << 10
@@ -113,21 +114,27 @@ type ServerConfig struct {
 	// DefaultCallTimeout. The server is told when a call is abandoned
 	// (notifications/cancelled).
 	Timeout time.Duration `toml:"timeout"`
-	// ConnectTimeout bounds start-up with the initialize handshake, and
-	// each listing of the tools; zero means DefaultConnectTimeout.
+	// ConnectTimeout bounds start-up — the process's start, the initialize
+	// handshake and the first listing of the tools, together — and each
+	// later listing; zero means DefaultConnectTimeout. A server that does
+	// not make it in time is marked failed and retried.
 	ConnectTimeout time.Duration `toml:"connect_timeout"`
-	// PingInterval is how often the session is pinged; a server that
-	// misses a ping is restarted. Zero means DefaultPingInterval, a
-	// negative value turns pings off.
+	// PingInterval is how often the session is pinged; a ping unanswered
+	// within HangTimeout (PingInterval/2 when the hang check is off)
+	// declares the server hung, as below. Zero means DefaultPingInterval,
+	// a negative value turns these pings off.
 	PingInterval time.Duration `toml:"ping_interval"`
 	// MaxResultBytes caps the text of one tool result; longer results are
 	// cut with a note. Zero means DefaultMaxResultBytes.
 	MaxResultBytes int `toml:"max_result_bytes"`
 	// HangTimeout: while calls wait on the server it is pinged every
 	// HangTimeout/2; a ping not answered within HangTimeout declares the
-	// server hung: it is killed and restarted, and the waiting call ends
-	// outcome_unknown. Zero means DefaultHangTimeout, a negative value turns
-	// the check off.
+	// server hung: nothing more is sent to it, it is killed and restarted,
+	// and the waiting call ends outcome_unknown. While a ping is out no
+	// call is sent; calls wait for its verdict, then for the replacement.
+	// A stdio server a write to which waits HangTimeout (it reads nothing
+	// more) is declared hung too.
+	// Zero means DefaultHangTimeout, a negative value turns the check off.
 	HangTimeout time.Duration `toml:"hang_timeout"`
 	// NoDedup makes every call of the server's tools run, even a repeat of
 	// one that succeeded in the run (toolkit.Tool.NoDedup): for servers

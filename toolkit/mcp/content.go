@@ -105,10 +105,17 @@ func sizeText(n int) string {
 // capText cuts s to at most limit bytes (on a character boundary, outside
 // redaction markers) and says so; invalid UTF-8 is replaced.
 func capText(s string, limit int) string {
+	return capWith(s, limit, "\n[… result cut at %s of %s …]")
+}
+
+// capWith cuts s to at most limit bytes (on a character boundary) and
+// appends note, formatted with the sizes kept and whole; invalid UTF-8 is
+// replaced.
+func capWith(s string, limit int, note string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= limit {
 		return s
 	}
 	cut := toolkit.SafeCut(s, limit)
-	return s[:cut] + fmt.Sprintf("\n[… result cut at %s of %s …]", sizeText(cut), sizeText(len(s)))
+	return s[:cut] + fmt.Sprintf(note, sizeText(cut), sizeText(len(s)))
 }

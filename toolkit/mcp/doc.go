@@ -5,9 +5,15 @@
 // Streamable HTTP URL) through the modelcontextprotocol/go-sdk client,
 // registers every tool the server lists as mcp__<server>__<tool>, follows
 // the server's notifications/tools/list_changed, and restarts a server that
-// dies, with exponential back-off. MCP tools always run alone (never
-// concurrently) and need approval unless the operator trusts the server and
-// the tool declares readOnlyHint.
+// dies or stops answering pings, with exponential back-off. MCP tools
+// always run alone (never concurrently) and need approval unless the
+// operator trusts the server and the tool declares readOnlyHint.
+//
+// Servers are untrusted: what one sends is bounded (limits.go: the pages,
+// tools and bytes of a listing, each message, a flood budget, each tool's
+// description and schema). A server that fails at start-up or breaks a
+// bound is marked failed (StateFailed, Manager.Servers says why) while the
+// others serve; one that broke a bound is not retried.
 //
 // A program that embeds the dispatcher may attach a go-sdk *mcp.Server it
 // built itself (ServerConfig.Server): the Manager talks to it over

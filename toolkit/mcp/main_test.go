@@ -16,9 +16,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/mcp/mcptest"
 )
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(mcptest.Env); mode != "" {
+		// This process is a misbehaving MCP server a test started.
+		os.Exit(mcptest.Serve(mode))
+	}
 	goleak.VerifyTestMain(m,
 		// regexp2's match-timeout clock stops itself ~1 s after the last match.
 		goleak.IgnoreAnyFunction("github.com/dlclark/regexp2/v2.runClock"))
@@ -170,7 +175,7 @@ func newHarness(t *testing.T, servers []ServerConfig, configure ...func(*Manager
 		synced: func(s string) { offer(ev.synced, s) },
 		retry:  func(s string, d time.Duration, err error) { offer(ev.retry, retryEvent{s, d, err}) },
 		up:     func(s string, pid int) { offer(ev.up, upEvent{s, pid}) },
-		call:   func(s, tool string) { offer(ev.call, s+"/"+tool) },
+		call:   func(s, tool string, _ int) { offer(ev.call, s+"/"+tool) },
 	}
 	for _, c := range configure {
 		c(m)

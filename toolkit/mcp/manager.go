@@ -24,6 +24,9 @@ var (
 	ErrServerFailed = errors.New("mcp: server failed during the call")
 	// ErrStarted: Start was called twice, or after Close.
 	ErrStarted = errors.New("mcp: manager already started or closed")
+	// ErrFailedServer: the server is marked failed (StateFailed) and is not
+	// restarted; its tools are withdrawn. The call was not sent.
+	ErrFailedServer = errors.New("mcp: server failed")
 )
 
 // Restart back-off defaults.
@@ -60,11 +63,20 @@ type hooks struct {
 	retry func(server string, delay time.Duration, err error)
 	// up: a session is connected; pid is the process id of a stdio server.
 	up func(server string, pid int)
-	// call: a call of tool is about to be sent (called on the caller's
-	// goroutine).
-	call func(server, tool string)
-	// hung: the server left a ping unanswered for after while calls waited.
+	// call: a call of tool is about to be sent to the process pid (0 for
+	// a server without a process); called on the caller's goroutine.
+	call func(server, tool string, pid int)
+	// probe: a ping that checks whether the server still answers is sent.
+	probe func(server string)
+	// hung: the server left a ping unanswered for after.
 	hung func(server string, after time.Duration)
+	// failed: the server broke a bound (err) and is marked failed for good;
+	// its process is stopped.
+	failed func(server string, err error)
+	// clock replaces time.Now in the flood budget's windows.
+	clock func() time.Time
+	// floodMessages, when set, replaces the flood budget's floodMessages.
+	floodMessages int
 }
 
 // Manager runs the configured MCP servers and keeps their tools in a
@@ -113,9 +125,14 @@ func NewManager(reg *toolkit.Registry, servers []ServerConfig, logger zerolog.Lo
 // Start connects every server and registers its tools. It returns when each
 // server has connected and listed its tools, or failed its first attempt,
 // or when ctx ends (then with ctx's error; the servers keep starting in the
-// background). A server that fails is logged and retried with exponential
-// back-off until Close: that is not an error of Start. Start fails on a
-// configuration mistake, or when called twice or after Close.
+// background). A first attempt is bounded by the server's ConnectTimeout,
+// and a listing by the bounds of limits.go, so one server cannot hold up
+// the others: a server that fails is marked failed (StateFailed), with the
+// reason in its status and the log, and none of its tools registered. One
+// that crashed or timed out is retried with exponential back-off until
+// Close; one that broke a bound is not retried. Neither is an error of
+// Start, which fails only on a configuration mistake, or when called twice
+// or after Close.
 func (m *Manager) Start(ctx context.Context) error {
 	if m.cfgErr != nil {
 		return m.cfgErr
@@ -173,10 +190,19 @@ type State string
 const (
 	// StateStarting: the first connection attempt is under way.
 	StateStarting State = "starting"
+	// StateFailed: the server failed at start-up (it exited, did not
+	// answer within ConnectTimeout, or sent a listing that does not decode)
+	// and is retried at NextAttempt; or it broke a bound (a listing over
+	// maxListPages, maxListTools or maxListBytes, a message over
+	// maxMessageBytes, a flood) and is not retried: NextAttempt is zero.
+	// Its tools are not registered; calls that waited for it end "not
+	// sent".
+	StateFailed State = "failed"
 	// StateUp: connected; its tools answer.
 	StateUp State = "up"
 	// StateRestarting: the server failed and is waiting for, or making, its
-	// next connection attempt; calls fail at once with ErrUnavailable.
+	// next connection attempt; calls wait for it up to their own time,
+	// then end "not sent" (ErrUnavailable).
 	StateRestarting State = "restarting"
 	// StateClosed: the manager was closed.
 	StateClosed State = "closed"
@@ -195,8 +221,20 @@ type ServerStatus struct {
 	Restarts int
 	// LastError is the most recent failure ("" when none).
 	LastError string
-	// NextAttempt is when a restarting server tries again.
+	// NextAttempt is when a restarting or failed server tries again; zero
+	// when it is not retried.
 	NextAttempt time.Time
+	// Skipped are the tools of the server's listing that are not
+	// registered, with the reason.
+	Skipped []SkippedTool
+}
+
+// SkippedTool is a tool a server lists that is not registered.
+type SkippedTool struct {
+	// Tool is the tool's name as the server gives it.
+	Tool string
+	// Reason says why it is not registered.
+	Reason string
 }
 
 // Servers reports every server's state, in configuration order.

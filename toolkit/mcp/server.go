@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,7 +23,6 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/internal/hostform"
-	"github.com/tooldispatch/tooldispatch/toolkit/internal/procgroup"
 )
 
 // groupGrace bounds the wait for a killed server's process group to be gone.
@@ -34,6 +33,10 @@ const (
 	// server to exit after its stdin closes, before SIGTERM, and again
 	// before SIGKILL.
 	terminateDuration = 500 * time.Millisecond
+	// closeGrace bounds how long closing a session may take (the stdio
+	// shutdown takes up to 2 × terminateDuration) before the server is
+	// stopped by force.
+	closeGrace = 2*terminateDuration + 500*time.Millisecond
 	// waitDelay bounds how long reaping a stdio server waits for its
 	// stderr to close when a descendant keeps it open; it is shorter than
 	// terminateDuration so that closing the session sees the server reaped.
@@ -65,7 +68,9 @@ type server struct {
 	changed  chan struct{}         // guarded by mu; closed and replaced at every change of state
 	session  *mcp.ClientSession    // guarded by mu; set while StateUp
 	conn     *conn                 // guarded by mu; the connection of session
+	probing  bool                  // guarded by mu; a liveness ping is out on conn: calls wait for its verdict
 	tools    map[string]registered // guarded by mu; by registered name
+	skipped  []SkippedTool         // guarded by mu; of the last listing
 	lastErr  error                 // guarded by mu
 	nextTry  time.Time             // guarded by mu
 	restarts int                   // guarded by mu
@@ -94,34 +99,10 @@ func newServer(m *Manager, cfg ServerConfig) *server {
 	}
 }
 
-// conn is one session with the server.
-type conn struct {
-	session *mcp.ClientSession
-	cmd     *exec.Cmd          // stdio servers
-	stderr  *lineLogger        // stdio servers
-	http    *http.Transport    // Streamable HTTP servers
-	inproc  *mcp.ServerSession // in-process servers: the server's side
-	done    chan struct{}      // closed when the session has ended
-	waitErr error              // why it ended; read after done
-	// syncs are the tool listings and pings serve runs beside its loop;
-	// end waits for them after closing the session.
-	syncs sync.WaitGroup
-	// broken is set when a call failed in transport on this session: later
-	// calls wait for the next session instead of being sent here.
-	broken atomic.Bool
-}
-
-// pid returns the stdio server's process id, or 0.
-func (c *conn) pid() int {
-	if c.cmd == nil || c.cmd.Process == nil {
-		return 0
-	}
-	return c.cmd.Process.Pid
-}
-
 // run is the server's goroutine: it connects, serves until the session
-// ends, and restarts with back-off until the manager closes. first is
-// closed after the first attempt, successful or not.
+// ends, and restarts with back-off until the manager closes, or until the
+// server breaks a bound (limits.go). first is closed after the first
+// attempt, successful or not, once the server's state says how it went.
 func (s *server) run(first chan struct{}) {
 	defer s.m.wg.Done()
 	var once sync.Once
@@ -130,10 +111,9 @@ func (s *server) run(first chan struct{}) {
 
 	ctx := s.m.ctx
 	for attempt := 0; ; attempt++ {
-		c, err := s.connect(ctx)
+		c, list, err := s.open(ctx)
 		if err == nil {
-			s.setUp(c)
-			s.sync(c.session)
+			s.setUp(c, list)
 			firstDone()
 			began := time.Now()
 			err = s.serve(c)
@@ -147,10 +127,21 @@ func (s *server) run(first chan struct{}) {
 		} else if ctx.Err() != nil {
 			return
 		}
-		firstDone()
+		if errors.Is(err, ErrOverLimit) {
+			s.setFailed(err)
+			s.log.Error().Err(err).Msg("MCP server failed: it went over a limit; its tools are withdrawn and it is not restarted")
+			if h := s.m.hooks.failed; h != nil {
+				h(s.name, err)
+			}
+			return
+		}
 		delay := s.m.policy.delay(attempt)
-		s.setDown(err, delay)
-		s.log.Warn().Err(err).Dur("retry_in", delay).Msg("MCP server unavailable; restarting")
+		if s.setDown(err, delay) == StateFailed {
+			s.log.Error().Err(err).Dur("retry_in", delay).Msg("MCP server failed at start-up; its tools are not registered; retrying")
+		} else {
+			s.log.Warn().Err(err).Dur("retry_in", delay).Msg("MCP server unavailable; restarting")
+		}
+		firstDone()
 		if h := s.m.hooks.retry; h != nil {
 			h(s.name, delay, err)
 		}
@@ -164,12 +155,33 @@ func (s *server) run(first chan struct{}) {
 	}
 }
 
-// connect starts the server (stdio) or opens the session (HTTP) and does
-// the initialize handshake.
-func (s *server) connect(ctx context.Context) (*conn, error) {
+// open connects to the server and lists its tools, both within
+// ConnectTimeout.
+func (s *server) open(ctx context.Context) (*conn, []*mcp.Tool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
 	defer cancel()
-	c := &conn{done: make(chan struct{})}
+	c, err := s.connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	list, err := s.listTools(ctx, c)
+	if err != nil {
+		s.closeConn(c)
+		return nil, nil, fmt.Errorf("MCP server %q: %w", s.name, err)
+	}
+	return c, list, nil
+}
+
+// connect starts the server (stdio) or opens the session (HTTP) and does
+// the initialize handshake, within ctx.
+func (s *server) connect(ctx context.Context) (*conn, error) {
+	c := newConn()
+	if s.m.hooks.clock != nil {
+		c.meter.now = s.m.hooks.clock
+	}
+	if s.m.hooks.floodMessages > 0 {
+		c.meter.maxMessages = s.m.hooks.floodMessages
+	}
 	var transport mcp.Transport
 	if s.cfg.Server != nil {
 		ct, st := mcp.NewInMemoryTransports()
@@ -188,7 +200,8 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		cmd.WaitDelay = waitDelay
 		c.cmd = cmd
-		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateDuration}
+		c.stdio = &stdioTransport{cmd: cmd, meter: c.meter}
+		transport = c.stdio
 	} else {
 		endpoint, err := s.cfg.endpoint()
 		if err != nil {
@@ -197,7 +210,7 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		c.http = http.DefaultTransport.(*http.Transport).Clone()
 		transport = &mcp.StreamableClientTransport{
 			Endpoint:   endpoint.String(),
-			HTTPClient: &http.Client{Transport: &headerTransport{base: c.http, headers: s.cfg.Headers, endpoint: endpoint}},
+			HTTPClient: &http.Client{Transport: &headerTransport{base: c.bound(c.http), headers: s.cfg.Headers, endpoint: endpoint}},
 		}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: clientName, Version: clientVersion()}, &mcp.ClientOptions{
@@ -206,7 +219,8 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		// configuration (a filesystem server keeps its command-line roots).
 		Capabilities:           &mcp.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { poke(s.refresh) },
-		KeepAlive:              s.cfg.PingInterval,
+		// No KeepAlive: serve pings the server itself (liveness.go), so
+		// that a server found dead is handled like a hung one.
 	})
 	sess, err := client.Connect(ctx, transport, nil)
 	if err != nil {
@@ -221,154 +235,17 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		c.waitErr = sess.Wait()
 		close(c.done)
 	}()
+	if c.stdio != nil && s.cfg.HangTimeout > 0 {
+		c.syncs.Add(1)
+		go s.watchInput(c)
+	}
 	return c, nil
-}
-
-// serve waits until the session ends or the manager closes, refreshing the
-// tools when the server says its list changed. It returns why it stopped.
-func (s *server) serve(c *conn) error {
-	interval := s.cfg.HangTimeout / 2
-	if interval <= 0 {
-		interval = time.Duration(math.MaxInt64)
-	}
-	hang := time.NewTicker(interval)
-	defer hang.Stop()
-	var syncing atomic.Bool
-	resync := false
-	var synced <-chan time.Time // polls for the end of a listing while one is owed
-	for {
-		if resync {
-			synced = time.After(100 * time.Millisecond)
-		} else {
-			synced = nil
-		}
-		select {
-		case <-c.done:
-			if c.waitErr != nil {
-				return fmt.Errorf("MCP server %q ended the session: %w", s.name, c.waitErr)
-			}
-			return fmt.Errorf("MCP server %q ended the session", s.name)
-		case <-s.refresh:
-			// Listing runs beside the loop: a server that stops answering
-			// during it must still be caught by the hang check.
-			if !syncing.Swap(true) {
-				c.syncs.Add(1)
-				go func() {
-					defer c.syncs.Done()
-					defer syncing.Store(false)
-					s.sync(c.session)
-				}()
-			} else {
-				resync = true
-			}
-		case <-synced:
-			if resync && !syncing.Load() {
-				resync = false
-				poke(s.refresh)
-			}
-		case <-s.suspect:
-			ctx, cancel := context.WithTimeout(s.m.ctx, probeTimeout)
-			err := c.session.Ping(ctx, nil)
-			cancel()
-			if err != nil && s.m.ctx.Err() == nil {
-				return fmt.Errorf("MCP server %q does not answer after a failed call: %w", s.name, err)
-			}
-		case <-hang.C:
-			if err := s.checkHang(c); err != nil {
-				return err
-			}
-		case <-s.m.ctx.Done():
-			return ErrClosed
-		}
-	}
-}
-
-// checkHang pings the server when calls wait on it; a ping not answered
-// within HangTimeout declares it hung.
-func (s *server) checkHang(c *conn) error {
-	if s.inflight.Load() == 0 {
-		return nil
-	}
-	// The ping runs beside the wait: a write to a stopped process can block
-	// past the context, so the bound is our own timer. The goroutine ends
-	// when the session closes at the latest; end waits for it.
-	ctx, cancel := context.WithTimeout(s.m.ctx, s.cfg.HangTimeout)
-	defer cancel()
-	began := time.Now()
-	answered := make(chan error, 1)
-	c.syncs.Add(1)
-	go func() {
-		defer c.syncs.Done()
-		answered <- c.session.Ping(ctx, nil)
-	}()
-	timer := time.NewTimer(s.cfg.HangTimeout)
-	defer timer.Stop()
-	var err error
-	select {
-	case err = <-answered:
-		if err == nil || s.m.ctx.Err() != nil {
-			return nil
-		}
-	case <-timer.C:
-		err = context.DeadlineExceeded
-	case <-s.m.ctx.Done():
-		return nil
-	}
-	if h := s.m.hooks.hung; h != nil {
-		h(s.name, time.Since(began))
-	}
-	// Closing the session waits for writes a stopped process never reads:
-	// kill its process group first, so the session ends at once and the
-	// calls waiting on it return.
-	c.broken.Store(true)
-	if pid := c.pid(); pid > 0 {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-	}
-	return fmt.Errorf("MCP server %q did not answer a ping within %s while calls waited; declared hung: %w", s.name, s.cfg.HangTimeout, err)
 }
 
 // signal wakes the calls waiting for a change of state. Call with mu held.
 func (s *server) signal() {
 	close(s.changed)
 	s.changed = make(chan struct{})
-}
-
-// end closes a session and cleans up after it.
-func (s *server) end(c *conn) {
-	s.mu.Lock()
-	s.session, s.conn = nil, nil
-	if s.m.ctx.Err() != nil {
-		s.state = StateClosed
-	} else {
-		s.state = StateRestarting
-	}
-	s.signal()
-	s.mu.Unlock()
-	c.broken.Store(true)
-	if err := c.session.Close(); err != nil {
-		s.log.Debug().Err(err).Msg("closing the MCP session")
-	}
-	<-c.done
-	c.syncs.Wait()
-	c.cleanup()
-}
-
-// cleanup stops whatever is left of the connection: the server's process
-// group and idle HTTP connections.
-func (c *conn) cleanup() {
-	if c.cmd != nil && c.cmd.Process != nil {
-		// The session reaped the leader; nothing it started may outlive it.
-		procgroup.Stop(c.cmd.Process.Pid, groupGrace, syscall.SIGKILL)
-	}
-	if c.stderr != nil {
-		c.stderr.flush()
-	}
-	if c.http != nil {
-		c.http.CloseIdleConnections()
-	}
-	if c.inproc != nil {
-		_ = c.inproc.Close()
-	}
 }
 
 // env is a stdio server's environment: PATH, HOME and LANG, then the
@@ -391,7 +268,9 @@ func (s *server) env() []string {
 	return env
 }
 
-func (s *server) setUp(c *conn) {
+// setUp registers list as the server's tools and marks it up on c.
+func (s *server) setUp(c *conn, list []*mcp.Tool) {
+	s.apply(list)
 	s.mu.Lock()
 	s.session, s.conn = c.session, c
 	s.state = StateUp
@@ -401,29 +280,53 @@ func (s *server) setUp(c *conn) {
 	if h := s.m.hooks.up; h != nil {
 		h(s.name, c.pid())
 	}
+	if h := s.m.hooks.synced; h != nil {
+		h(s.name)
+	}
 }
 
-func (s *server) setDown(err error, delay time.Duration) {
+// setDown records a failed attempt, retried after delay, and returns the
+// new state: failed while the server never came up, restarting after.
+func (s *server) setDown(err error, delay time.Duration) State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state != StateStarting {
+	if s.state == StateStarting || s.state == StateFailed {
+		s.state = StateFailed
+	} else {
 		s.state = StateRestarting
 		s.restarts++
 	}
 	s.lastErr = err
 	s.nextTry = time.Now().Add(delay)
 	s.signal()
+	return s.state
+}
+
+// setFailed marks the server failed for good (it broke a bound) and
+// withdraws its tools.
+func (s *server) setFailed(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state = StateFailed
+	s.lastErr = err
+	s.nextTry = time.Time{}
+	for name := range s.tools {
+		s.m.reg.Remove(name)
+	}
+	clear(s.tools)
+	s.signal()
 }
 
 // await returns a live session for a call, waiting while the server starts
-// or restarts, up to ctx. A call that gets none was not sent.
+// or restarts and while a liveness ping is out, up to ctx. A call that gets
+// none was not sent.
 func (s *server) await(ctx context.Context) (*mcp.ClientSession, *conn, error) {
 	for {
 		sess, err := s.current()
 		s.mu.Lock()
-		changed, c := s.changed, s.conn
+		changed, c, probing := s.changed, s.conn, s.probing
 		s.mu.Unlock()
-		if err == nil && c != nil && !c.broken.Load() {
+		if err == nil && c != nil && !c.broken.Load() && !probing {
 			select {
 			case <-c.done:
 				// The session is over but serve has not noticed yet.
@@ -459,6 +362,10 @@ func (s *server) current() (*mcp.ClientSession, error) {
 		return s.session, nil
 	case StateClosed:
 		return nil, fmt.Errorf("MCP server %q is shut down: %w", s.name, ErrClosed)
+	case StateFailed:
+		if s.nextTry.IsZero() {
+			return nil, fmt.Errorf("MCP server %q failed and is not restarted (%v); its tools are withdrawn: %w", s.name, s.lastErr, ErrFailedServer)
+		}
 	}
 	if s.m.ctx.Err() != nil {
 		return nil, fmt.Errorf("MCP server %q is shut down: %w", s.name, ErrClosed)
@@ -471,8 +378,11 @@ func (s *server) current() (*mcp.ClientSession, error) {
 	if s.lastErr != nil {
 		why = " after: " + s.lastErr.Error()
 	}
-	if s.state == StateStarting {
+	switch s.state {
+	case StateStarting:
 		return nil, fmt.Errorf("MCP server %q is starting (next attempt %s)%s; call the tool again shortly: %w", s.name, wait, why, ErrUnavailable)
+	case StateFailed:
+		return nil, fmt.Errorf("MCP server %q failed at start-up (next attempt %s)%s: %w", s.name, wait, why, ErrUnavailable)
 	}
 	return nil, fmt.Errorf("MCP server %q is restarting (next attempt %s)%s; call the tool again shortly: %w", s.name, wait, why, ErrUnavailable)
 }
@@ -490,9 +400,10 @@ func (s *server) status() ServerStatus {
 	if s.lastErr != nil {
 		st.LastError = s.lastErr.Error()
 	}
-	if s.state == StateRestarting || s.state == StateStarting {
+	if s.state == StateRestarting || s.state == StateStarting || s.state == StateFailed {
 		st.NextAttempt = s.nextTry
 	}
+	st.Skipped = slices.Clone(s.skipped)
 	return st
 }
 

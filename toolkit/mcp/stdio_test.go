@@ -367,8 +367,8 @@ func TestServerThatCannotStart(t *testing.T) {
 		t.Errorf("restart delays (-want +got):\n%s", diff)
 	}
 	st := h.m.Servers()[0]
-	if st.State != StateStarting || st.LastError == "" || st.Tools != 0 {
-		t.Errorf("status %+v; want starting, with the last error", st)
+	if st.State != StateFailed || st.LastError == "" || st.Tools != 0 || st.NextAttempt.IsZero() {
+		t.Errorf("status %+v; want failed, with the last error and the next attempt", st)
 	}
 	if names := h.names("mcp__"); len(names) != 0 {
 		t.Errorf("tools registered for a server that never started: %v", names)

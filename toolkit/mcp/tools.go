@@ -16,49 +16,34 @@ import (
 // objectSchema is the schema of a tool that declares none.
 const objectSchema = `{"type":"object"}`
 
-// sync lists the server's tools and brings the registry in line: new and
-// changed tools are registered (Replace), tools the server no longer lists
-// are removed. Only this server's tools are touched.
-func (s *server) sync(sess *mcp.ClientSession) {
-	ctx, cancel := context.WithTimeout(s.m.ctx, s.cfg.ConnectTimeout)
-	defer cancel()
-	var list []*mcp.Tool
-	for t, err := range sess.Tools(ctx, nil) {
-		if err != nil {
-			if s.m.ctx.Err() == nil {
-				s.log.Warn().Err(err).Msg("listing the MCP server's tools failed; keeping the previous list")
-			}
-			return
-		}
-		list = append(list, t)
-	}
-	s.apply(list)
-	if h := s.m.hooks.synced; h != nil {
-		h(s.name)
-	}
-}
-
-// apply registers list as the server's tools.
+// apply registers list as the server's tools: new and changed tools are
+// registered (ReplaceOrMark), tools the server no longer lists are removed.
+// Only this server's tools are touched. The tools it cannot register are
+// skipped, with the reason (ServerStatus.Skipped).
 func (s *server) apply(list []*mcp.Tool) {
 	want := make(map[string]registered, len(list))
 	tools := make(map[string]toolkit.Tool, len(list))
+	var skipped []SkippedTool
+	skip := func(tool, reason string) {
+		skipped = append(skipped, SkippedTool{Tool: tool, Reason: reason})
+		s.log.Warn().Str("tool", tool).Str("reason", reason).Msg("MCP tool skipped")
+	}
 	for _, t := range list {
 		if t == nil {
 			continue
 		}
 		name, err := ToolName(s.name, t.Name)
 		if err != nil {
-			s.log.Warn().Err(err).Msg("MCP tool skipped")
+			skip(t.Name, err.Error())
 			continue
 		}
 		if prev, dup := want[name]; dup {
-			s.log.Warn().Str("tool", t.Name).Str("other", prev.mcpName).Str("name", name).
-				Msg("MCP tool skipped: another tool of the server has the same sanitised name")
+			skip(t.Name, fmt.Sprintf("another tool of the server, %q, has the same registered name %s", prev.mcpName, name))
 			continue
 		}
 		tool, info, err := s.toolkitTool(name, t)
 		if err != nil {
-			s.log.Warn().Err(err).Str("tool", t.Name).Msg("MCP tool skipped")
+			skip(t.Name, err.Error())
 			continue
 		}
 		want[name], tools[name] = info, tool
@@ -71,7 +56,7 @@ func (s *server) apply(list []*mcp.Tool) {
 			continue
 		}
 		if err := s.m.reg.ReplaceOrMark(tools[name]); err != nil {
-			s.log.Warn().Err(err).Str("tool", info.mcpName).Msg("MCP tool skipped: the registry refused it")
+			skip(info.mcpName, "the registry refused it: "+err.Error())
 			delete(want, name)
 		}
 	}
@@ -83,6 +68,7 @@ func (s *server) apply(list []*mcp.Tool) {
 		}
 	}
 	s.tools = want
+	s.skipped = skipped
 	s.log.Debug().Int("tools", len(want)).Int("removed", removed).Msg("MCP tools registered")
 }
 
@@ -93,6 +79,9 @@ func (s *server) toolkitTool(name string, t *mcp.Tool) (toolkit.Tool, registered
 		b, err := json.Marshal(t.InputSchema)
 		if err != nil {
 			return toolkit.Tool{}, registered{}, fmt.Errorf("inputSchema: %w", err)
+		}
+		if len(b) > maxSchemaBytes {
+			return toolkit.Tool{}, registered{}, fmt.Errorf("its input schema of %s is over the %s a tool's schema may have", sizeText(len(b)), sizeText(maxSchemaBytes))
 		}
 		schema = b
 	}
@@ -106,6 +95,7 @@ func (s *server) toolkitTool(name string, t *mcp.Tool) (toolkit.Tool, registered
 	if desc == "" {
 		desc = fmt.Sprintf("Tool %s of the MCP server %s.", t.Name, s.name)
 	}
+	desc = capDescription(desc)
 	info := registered{
 		mcpName: t.Name,
 		// Annotations are hints: only a server the operator trusts may
@@ -132,39 +122,60 @@ func (s *server) toolkitTool(name string, t *mcp.Tool) (toolkit.Tool, registered
 // handler runs calls of the MCP tool mcpName.
 func (s *server) handler(mcpName string) toolkit.Handler {
 	return func(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
-		sess, conn, err := s.await(ctx)
-		if err != nil {
-			return toolkit.Result{}, err
+		for {
+			sess, conn, err := s.await(ctx)
+			if err != nil {
+				return toolkit.Result{}, err
+			}
+			res, err := s.send(ctx, sess, conn, mcpName, c)
+			if errors.Is(err, mcp.ErrConnectionClosed) {
+				// The session was closing or broken before the request was
+				// written: the call was not sent. It waits for the next
+				// session, up to its own time.
+				s.mu.Lock()
+				conn.broken.Store(true)
+				s.mu.Unlock()
+				s.log.Debug().Err(err).Str("tool", mcpName).Msg("MCP call not sent: the session was closing; waiting for the next one")
+				continue
+			}
+			return res, err
 		}
-		callCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-		defer cancel()
-		stop := context.AfterFunc(s.m.ctx, cancel)
-		defer stop()
-
-		args := json.RawMessage(c.Args.Canonical)
-		if len(args) == 0 {
-			args = json.RawMessage("{}")
-		}
-		if h := s.m.hooks.call; h != nil {
-			h(s.name, mcpName)
-		}
-		began := time.Now()
-		s.inflight.Add(1)
-		res, err := sess.CallTool(callCtx, &mcp.CallToolParams{Name: mcpName, Arguments: args})
-		s.inflight.Add(-1)
-		elapsed := time.Since(began)
-		if err != nil {
-			return toolkit.Result{}, s.callError(ctx, callCtx, conn, mcpName, elapsed, err)
-		}
-		// Redacted whole, then cut: no cut leaves part of a secret.
-		text := capText(c.Redact(joinResult(res)), s.cfg.MaxResultBytes)
-		s.log.Debug().Str("tool", mcpName).Dur("elapsed", elapsed).Bool("is_error", res.IsError).
-			Int("result_bytes", len(text)).Msg("MCP call ended")
-		if res.IsError {
-			return toolkit.Result{}, &ToolError{Server: s.name, Tool: mcpName, Text: text}
-		}
-		return toolkit.Result{Content: text}, nil
 	}
+}
+
+// send makes one attempt at the call c of mcpName on sess.
+func (s *server) send(ctx context.Context, sess *mcp.ClientSession, conn *conn, mcpName string, c *toolkit.Call) (toolkit.Result, error) {
+	args := json.RawMessage(c.Args.Canonical)
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	callCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	stop := context.AfterFunc(s.m.ctx, cancel)
+	defer stop()
+
+	if h := s.m.hooks.call; h != nil {
+		h(s.name, mcpName, conn.pid())
+	}
+	began := time.Now()
+	s.inflight.Add(1)
+	res, err := sess.CallTool(callCtx, &mcp.CallToolParams{Name: mcpName, Arguments: args})
+	s.inflight.Add(-1)
+	elapsed := time.Since(began)
+	if errors.Is(err, mcp.ErrConnectionClosed) {
+		return toolkit.Result{}, err
+	}
+	if err != nil {
+		return toolkit.Result{}, s.callError(ctx, callCtx, conn, mcpName, elapsed, err)
+	}
+	// Redacted whole, then cut: no cut leaves part of a secret.
+	text := capText(c.Redact(joinResult(res)), s.cfg.MaxResultBytes)
+	s.log.Debug().Str("tool", mcpName).Dur("elapsed", elapsed).Bool("is_error", res.IsError).
+		Int("result_bytes", len(text)).Msg("MCP call ended")
+	if res.IsError {
+		return toolkit.Result{}, &ToolError{Server: s.name, Tool: mcpName, Text: text}
+	}
+	return toolkit.Result{Content: text}, nil
 }
 
 // callError explains why a call returned no result.
@@ -182,9 +193,17 @@ func (s *server) callError(ctx, callCtx context.Context, c *conn, tool string, e
 	if errors.As(err, &werr) {
 		return fmt.Errorf("MCP server %q refused the call of %s: %s (JSON-RPC error %d)", s.name, tool, werr.Message, werr.Code)
 	}
+	s.mu.Lock()
 	c.broken.Store(true)
+	s.mu.Unlock()
 	poke(s.suspect)
 	s.log.Warn().Err(err).Str("tool", tool).Msg("MCP call failed in transport")
 	return fmt.Errorf("MCP server %q failed during the call of %s after %s (%v); the outcome is unknown, and the server is restarted if it stopped: %w (%w)",
 		s.name, tool, elapsed, err, ErrServerFailed, toolkit.ErrOutcomeUnknown)
+}
+
+// capDescription cuts a description longer than maxDescriptionBytes (on a
+// character boundary) and says so.
+func capDescription(desc string) string {
+	return capWith(desc, maxDescriptionBytes, " [… description cut at %s of %s …]")
 }

@@ -42,7 +42,8 @@ import (
 )
 
 // MCPStartTimeout bounds how long Register waits for MCP servers to list
-// their tools (a server still starting keeps being retried).
+// their tools; a server still starting after it goes on starting in the
+// background, and one that failed is marked failed (mcp.StateFailed).
 const MCPStartTimeout = 30 * time.Second
 
 // Config is what the tool belt is built from. Workspace and Store are
@@ -113,8 +114,9 @@ type Belt struct {
 }
 
 // Register fills reg with the whole tool belt of c and starts its MCP
-// servers (waiting up to MCPStartTimeout). On an error, what was opened is
-// closed again.
+// servers (waiting up to MCPStartTimeout). An MCP server that fails is no
+// error of Register: Belt.MCP.Servers reports it. On an error, what was
+// opened is closed again.
 func Register(reg *toolkit.Registry, c Config) (*Belt, error) {
 	if c.Workspace == nil || c.Store == nil {
 		return nil, errors.New("belt: Config.Workspace and Config.Store are required")
@@ -182,7 +184,13 @@ func Register(reg *toolkit.Registry, c Config) (*Belt, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), MCPStartTimeout)
 		err := b.MCP.Start(ctx)
 		cancel()
-		if err != nil {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			// A server that fails is marked failed, and one still
+			// starting registers its tools once up: neither stops the
+			// rest of the belt.
+			log.Warn().Dur("waited", MCPStartTimeout).Msg("MCP servers still starting; their tools are registered once they are up")
+		case err != nil:
 			b.Close()
 			return nil, fmt.Errorf("starting MCP servers: %w", err)
 		}
