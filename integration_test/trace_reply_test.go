@@ -27,7 +27,7 @@ func TestClusterAnswerTraceAcrossMembers(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[telemetry]\ntraces = true\nendpoint = %q\n", rcv.URL())), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ms, ports := startClusterWith(t, 2, t.TempDir(), clusterSetup{args: []string{"--config", cfg},
+	ms, ports := startClusterWith(t, 2, t.TempDir(), clusterSetup{config: cfg,
 		env: []string{"OTEL_BSP_SCHEDULE_DELAY=50"}}) // milliseconds: send soon
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

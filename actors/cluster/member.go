@@ -11,6 +11,8 @@ import (
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -48,6 +50,12 @@ type Options struct {
 	// Provider is the membership provider: protoactor's etcd provider, or
 	// its automanaged provider for a static member list.
 	Provider protocluster.ClusterProvider
+	// TLS is the members' mutual TLS (LoadTLS): the remote transport
+	// (grains, gossip, events, the directory) accepts and dials only
+	// connections whose certificate the cluster's CA signed. Nil runs the
+	// transport in the clear, which only a cluster on one machine's
+	// loopback may do.
+	TLS *TLS
 	// ServiceURL is the address this member's service (HTTP API) is
 	// reached at, told to the other members so that they can name the
 	// owner of a session to a client (Member.Owner). May be set later
@@ -149,6 +157,11 @@ func start(sys *actor.ActorSystem, co Options, sessions *actor.Props, local func
 	var opts []remote.ConfigOption
 	if co.AdvertisedHost != "" {
 		opts = append(opts, remote.WithAdvertisedHost(co.AdvertisedHost))
+	}
+	if co.TLS != nil {
+		opts = append(opts,
+			remote.WithServerOptions(grpc.Creds(credentials.NewTLS(co.TLS.Server))),
+			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(co.TLS.Client))))
 	}
 	rc := remote.Configure(co.Host, co.Port, opts...)
 	cc := protocluster.Configure(co.Name, co.Provider, disthash.New(), rc,
