@@ -11,8 +11,10 @@ import (
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -32,9 +34,15 @@ const (
 	requestTimeout  = 24 * time.Hour
 	grainAttempts   = 5
 	grainRetryDelay = 200 * time.Millisecond
+	// untakenWindow is how long a turn that a grain did not take (it was
+	// stopping, or its member drains: see actors.Dispatcher.Close) is
+	// asked again, every untakenRetryDelay; a member's --grace longer
+	// than this makes turns forwarded to it fail (503) instead of waiting.
+	untakenWindow     = 2 * time.Minute
+	untakenRetryDelay = 100 * time.Millisecond
 	// memberCheck is how often a running turn checks that the member
 	// hosting its grain is still in the cluster.
-	memberCheck = 500 * time.Millisecond
+	memberCheck = 100 * time.Millisecond
 )
 
 // Options configures a cluster member.
@@ -56,6 +64,8 @@ type Options struct {
 	// transport in the clear, which only a cluster on one machine's
 	// loopback may do.
 	TLS *TLS
+	// Logger gets the member's membership changes.
+	Logger zerolog.Logger
 	// ServiceURL is the address this member's service (HTTP API) is
 	// reached at, told to the other members so that they can name the
 	// owner of a session to a client (Member.Owner). May be set later
@@ -143,6 +153,13 @@ func (m *Member) Owner(ctx context.Context, session string) Owner {
 	return m.p.owner(ctx, session)
 }
 
+// Successor returns where session's grain will live once this member has
+// left the cluster (the placement over the other members): a member that
+// drains names it to clients.
+func (m *Member) Successor(ctx context.Context, session string) Owner {
+	return m.p.successor(ctx, session)
+}
+
 // Advertise sets the service address this member tells the others (see
 // Options.ServiceURL), e.g. once its HTTP listener has a port.
 func (m *Member) Advertise(url string) { m.p.url.Store(&url) }
@@ -172,10 +189,12 @@ func start(sys *actor.ActorSystem, co Options, sessions *actor.Props, local func
 			local(e)
 		}
 	})
-	if _, err := sys.Root.SpawnNamed(relay, eventRelayName); err != nil {
+	relayPID, err := sys.Root.SpawnNamed(relay, eventRelayName)
+	if err != nil {
 		return nil, fmt.Errorf("starting the event relay: %w", err)
 	}
-	if _, err := sys.Root.SpawnNamed(p.directory(), directoryName); err != nil {
+	dirPID, err := sys.Root.SpawnNamed(p.directory(), directoryName)
+	if err != nil {
 		return nil, fmt.Errorf("starting the directory: %w", err)
 	}
 	// Follow the membership from before the member starts, so the first
@@ -191,6 +210,7 @@ func start(sys *actor.ActorSystem, co Options, sessions *actor.Props, local func
 		}
 	})
 	c.StartMember()
+	stopWatching := watchLiveness(c, co.Logger)
 	if members.Load() == nil {
 		var addrs []string
 		current := c.MemberList.Members().Members()
@@ -201,8 +221,31 @@ func start(sys *actor.ActorSystem, co Options, sessions *actor.Props, local func
 			p.update(current)
 		}
 	}
-	return &router{sys: sys, c: c, members: members, p: p, stop: func() {
+	return &router{sys: sys, c: c, members: members, p: p, stop: func() error {
 		sys.EventStream.Unsubscribe(sub)
-		c.Shutdown(true)
+		stopWatching()
+		return leave(c, relayPID, dirPID)
 	}}, nil
+}
+
+// leave takes a member out of the cluster in protoactor's order (its top
+// actors poisoned and waited for before anything is shut down; the actor
+// system itself is the Dispatcher's to shut down, once): it tells the
+// others it leaves (gossip) and leaves the membership (static: its
+// membership port closes, so the others drop it at their next check;
+// etcd: its key is deleted), so that the session's next owner activates
+// its grains at once; then its grains stop (passivated: their state is in
+// the store), then its own actors, gossip and the transport. Unlike
+// protoactor's Cluster.Shutdown it neither sleeps 2 s nor shuts the actor
+// system down itself.
+func leave(c *protocluster.Cluster, own ...*actor.PID) error {
+	c.Gossip.SetState(protocluster.GracefullyLeftKey, &emptypb.Empty{})
+	err := c.Config.ClusterProvider.Shutdown(true)
+	c.IdentityLookup.Shutdown()
+	for _, pid := range own {
+		_ = c.ActorSystem.Root.PoisonFuture(pid).Wait()
+	}
+	c.Gossip.Shutdown()
+	c.Remote.Shutdown(false)
+	return err
 }

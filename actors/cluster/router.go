@@ -22,14 +22,20 @@ type router struct {
 	c       *protocluster.Cluster
 	members *atomic.Pointer[[]string] // the cluster's member addresses
 	p       *placement
-	stop    func()
+	stop    func() error
 }
 
-// Turn runs a turn on the session's grain. A grain that was stopping (it
-// answers with a dead letter: nothing ran) or not yet placed is asked again.
+// Turn runs a turn on the session's grain. A grain that was stopping, or
+// whose member drains (it answers with a dead letter: nothing ran), or not
+// yet placed is asked again: a draining member's grains take turns again
+// on the session's next owner once the member has left.
 func (r *router) Turn(ctx context.Context, t *messages.DispatchTurn) (any, error) {
+	var untaken time.Time // the first dead letter
 	for attempt := 0; ; attempt++ {
-		pid := r.c.Get(t.Session, SessionKind)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("the turn was not taken before it was canceled; nothing ran: %w", err)
+		}
+		pid := r.grain(ctx, t.Session)
 		if pid == nil {
 			if attempt >= grainAttempts {
 				return nil, fmt.Errorf("no member can host session %q", t.Session)
@@ -41,14 +47,40 @@ func (r *router) Turn(ctx context.Context, t *messages.DispatchTurn) (any, error
 			r.p.forwarded.Add(1)
 		}
 		res, err := r.await(ctx, pid, t)
-		if deadLetter(res, err) && attempt < grainAttempts {
-			// The grain moved or passivated before it took the turn:
-			// nothing ran, ask again.
-			r.c.PidCache.Remove(t.Session, SessionKind)
-			time.Sleep(grainRetryDelay)
-			continue
+		if deadLetter(res, err) {
+			if untaken.IsZero() {
+				untaken = time.Now()
+			}
+			if time.Since(untaken) < untakenWindow {
+				// The grain moved, passivated or its member drains:
+				// nothing ran, ask again.
+				r.c.PidCache.Remove(t.Session, SessionKind)
+				time.Sleep(untakenRetryDelay)
+				continue
+			}
 		}
 		return res, err
+	}
+}
+
+// grain returns the PID of session's grain (nil if none could be had).
+// protoactor's lookup asks the placed member's activator and waits for it
+// up to its timeout (5 s) even when that member just died; a topology that
+// changes meanwhile (the dead member dropped) makes the lookup be asked
+// again at once, over the new members. An abandoned lookup ends by its
+// own timeout.
+func (r *router) grain(ctx context.Context, session string) *actor.PID {
+	for {
+		changed := r.p.next()
+		got := make(chan *actor.PID, 1)
+		go func() { got <- r.c.Get(session, SessionKind) }()
+		select {
+		case pid := <-got:
+			return pid
+		case <-changed:
+		case <-ctx.Done():
+			return nil
+		}
 	}
 }
 
@@ -105,10 +137,9 @@ func (r *router) Request(ctx context.Context, session string, msg any) (any, err
 	return r.c.Request(session, SessionKind, msg, protocluster.WithTimeout(timeout))
 }
 
-// Close leaves the cluster.
+// Close leaves the cluster (see leave).
 func (r *router) Close() error {
-	r.stop()
-	return nil
+	return r.stop()
 }
 
 // isMember reports whether addr is a member of the cluster now.

@@ -109,7 +109,7 @@ func clusterOptions(o *options, cfg *fileConfig, log zerolog.Logger) (tdcluster.
 	if err != nil {
 		return tdcluster.Options{}, fmt.Errorf("--cluster-addr: bad port %q", portText)
 	}
-	co := tdcluster.Options{Name: o.clusterName, Host: host, Port: port}
+	co := tdcluster.Options{Name: o.clusterName, Host: host, Port: port, Logger: log.With().Str("component", "cluster").Logger()}
 	if o.etcd != "" && o.peers != "" {
 		return co, errors.New("give --etcd or --peers, not both")
 	}
@@ -270,6 +270,12 @@ func (p memberPlacement) Owner(ctx context.Context, session string) (string, boo
 }
 
 func (p memberPlacement) Forwarded() uint64 { return p.m.Forwarded() }
+
+// Successor names the member that will own session once this one has
+// left (service.Successor).
+func (p memberPlacement) Successor(ctx context.Context, session string) string {
+	return p.m.Successor(ctx, session).URL
+}
 
 // hasHTTPS reports whether any etcd endpoint is an https URL.
 func hasHTTPS(endpoints []string) bool {

@@ -1,0 +1,142 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// drainGrace is the members' --grace in the drain tests.
+const drainGrace = 10 * time.Second
+
+// TestClusterMemberSIGTERM runs three members under a load of turns on
+// twelve sessions (calls of 0–300 ms) and SIGTERMs one while a 2-second
+// call runs on a session it owns: it stops taking turns, lets the running
+// call finish (ok, its last line written), hands its sessions over and
+// exits 143 without a panic; the load goes on on the others and every
+// turn posted gets its result, each call run once, none outcome_unknown.
+func TestClusterMemberSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts cluster members")
+	}
+	ws := t.TempDir()
+	ms, ports := startClusterWith(t, 3, ws, clusterSetup{args: []string{"--grace", drainGrace.String()}})
+	load := newClusterLoad(t, ms, ws, 12, "")
+	load.script = func(i, k int) string { return fmt.Sprintf("; sleep 0.%d", (i+k)%4) }
+	load.start()
+	load.waitAnswered(30)
+
+	// A session member 1 owns, with a slow call running on it.
+	ctx := context.Background()
+	session := ""
+	for i := 0; session == ""; i++ {
+		r, err := postTurn(ctx, ms[0].http, fmt.Sprintf("slow-%d", i), "", commandCall(fmt.Sprintf("w%d", i), "true"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ownerOf(t, ports, 3, r.Member) == 1 {
+			session = fmt.Sprintf("slow-%d", i)
+		}
+	}
+	slow := make(chan *turnReply, 1)
+	go func() {
+		r, err := postTurn(ctx, ms[0].http, session, "slow", commandCall("slow", "echo slow-start >> slow.log; sleep 2; echo slow-end >> slow.log"))
+		if err != nil {
+			t.Errorf("the slow turn: %v", err)
+		}
+		slow <- r
+	}()
+	for !strings.Contains(readFile(filepath.Join(ws, "slow.log")), "slow-start") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	code, took := stopMember(t, ms[1], syscall.SIGTERM, drainGrace+15*time.Second)
+	t.Logf("member 1 exited %d, %.2fs after SIGTERM", code, took.Seconds())
+	if code != 143 || strings.Contains(ms[1].log.String(), "panic") {
+		t.Errorf("member 1 exited %d after SIGTERM, want 143 and no panic:\n%s", code, ms[1].log)
+	}
+	if r := <-slow; r == nil || len(r.Messages) != 1 || r.Messages[0].Status != "ok" {
+		t.Errorf("the call running at SIGTERM: %+v, want ok", r)
+	}
+	if got := readFile(filepath.Join(ws, "slow.log")); got != "slow-start\nslow-end\n" {
+		t.Errorf("slow.log %q: the running call did not finish", got)
+	}
+	load.waitAnswered(30)
+	load.finish()
+	f := load.check(false)
+	t.Logf("turns posted %d, answered %d (replayed %d), attempts sent again %d, executions %d, outcome_unknown %d, lost %d, double %d",
+		f.posted, f.answered, f.replayed, f.retried, f.executions, f.unknown, f.lost, f.double)
+	t.Logf("member 1's log:\n%s", ms[1].log)
+}
+
+// TestClusterMemberSIGTERMGraceEnds SIGTERMs a member (--grace 1s) while a
+// 30-second call runs on a session it owns: at the end of the grace the
+// call is canceled and its turn answers canceled (committed, not lost),
+// and the member exits 143; the session's next turn is served by the
+// other member.
+func TestClusterMemberSIGTERMGraceEnds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts cluster members")
+	}
+	ws := t.TempDir()
+	ms, ports := startClusterWith(t, 2, ws, clusterSetup{args: []string{"--grace", "1s"}})
+	ctx := context.Background()
+	session, owner := "", 0
+	for i := 0; session == ""; i++ {
+		r, err := postTurn(ctx, ms[0].http, fmt.Sprintf("long-%d", i), "", commandCall(fmt.Sprintf("w%d", i), "true"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if owner = ownerOf(t, ports, 2, r.Member); owner == 1 {
+			session = fmt.Sprintf("long-%d", i)
+		}
+	}
+	long := make(chan *turnReply, 1)
+	go func() {
+		r, err := postTurn(ctx, ms[0].http, session, "long", commandCall("long", "echo long-start >> long.log; sleep 30; echo long-end >> long.log"))
+		if err != nil {
+			t.Errorf("the long turn: %v", err)
+		}
+		long <- r
+	}()
+	for !strings.Contains(readFile(filepath.Join(ws, "long.log")), "long-start") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	code, took := stopMember(t, ms[1], syscall.SIGTERM, 20*time.Second)
+	t.Logf("member 1 exited %d, %.2fs after SIGTERM (grace 1s)", code, took.Seconds())
+	if code != 143 {
+		t.Errorf("exit %d, want 143:\n%s", code, ms[1].log)
+	}
+	r := <-long
+	if r == nil || len(r.Messages) != 1 || r.Messages[0].Status != "canceled" {
+		t.Fatalf("the call running past the grace: %+v, want canceled", r)
+	}
+	next, err := postTurn(ctx, ms[0].http, session, "after", commandCall("after", "echo after"))
+	if err != nil || next.Messages[0].Status != "ok" || ownerOf(t, ports, 2, next.Member) != 0 {
+		t.Fatalf("the next turn: %+v %v, want ok on member 0", next, err)
+	}
+	res, err := http.Get(ms[0].http + "/v1/sessions/" + session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var sess struct {
+		Tools []struct {
+			ToolCallID string `json:"tool_call_id"`
+			Status     string `json:"status"`
+		} `json:"tools"`
+	}
+	_ = json.NewDecoder(res.Body).Decode(&sess)
+	got := map[string]string{}
+	for _, m := range sess.Tools {
+		got[m.ToolCallID] = m.Status
+	}
+	if got["long"] != "canceled" || got["after"] != "ok" {
+		t.Errorf("stored: %v, want long canceled and after ok", got)
+	}
+}
