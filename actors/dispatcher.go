@@ -96,7 +96,7 @@ func NewRouted(sys *actor.ActorSystem, cfg Config, route func(sessions *actor.Pr
 	cfg.member = true
 	cfg.drain = newDrainBoard()
 	props := actor.PropsFromProducer(func() actor.Actor { return newHostedSessionActor(cfg) },
-		actor.WithSupervisor(sessionSupervisor))
+		actor.WithSupervisor(sessionSupervisor), actor.WithReceiverMiddleware(deferRebalance))
 	r, err := route(props)
 	if err != nil {
 		return nil, err
@@ -366,6 +366,9 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	}
 	if d.cfg.drain != nil {
 		d.cfg.drain.draining.Store(true)
+	}
+	if dr, ok := d.router.(Drainer); ok {
+		dr.Drain()
 	}
 	done := make(chan struct{})
 	waitCtx, stopWaiting := context.WithCancel(context.Background())

@@ -71,6 +71,7 @@ type sessionActor struct {
 	// session from its first request and stops itself when idle.
 	hosted      bool
 	passivating bool // a hosted actor that is stopping: new requests go elsewhere
+	leaving     bool // a hosted actor rebalanced away: it stops once idle
 
 	state    *sessionState // handed to the commit actor
 	commit   *actor.PID
@@ -110,8 +111,11 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 	a.receive(ctx)
 	if !a.hosted {
 		a.reportIdle(ctx)
-	} else if a.cfg.drain != nil {
-		a.reportTurns(ctx)
+	} else {
+		a.leaveWhenIdle(ctx)
+		if a.cfg.drain != nil {
+			a.reportTurns(ctx)
+		}
 	}
 }
 
@@ -220,6 +224,8 @@ func (a *sessionActor) receive(ctx actor.Context) {
 		}
 	case *drainCancel:
 		a.drainCancel(ctx)
+	case *rebalance:
+		a.leaving = true
 	case *stateReset:
 		a.resets--
 	case *actor.Terminated:

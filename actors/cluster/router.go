@@ -23,7 +23,13 @@ type router struct {
 	members *atomic.Pointer[[]string] // the cluster's member addresses
 	p       *placement
 	stop    func() error
+	// draining: this member drains (actors.Drainer); a turn a grain did
+	// not take ends with actors.ErrClosed.
+	draining atomic.Bool
 }
+
+// Drain makes turns that a grain does not take end (actors.Drainer).
+func (r *router) Drain() { r.draining.Store(true) }
 
 // Turn runs a turn on the session's grain. A grain that was stopping, or
 // whose member drains (it answers with a dead letter: nothing ran), or not
@@ -48,6 +54,9 @@ func (r *router) Turn(ctx context.Context, t *messages.DispatchTurn) (any, error
 		}
 		res, err := r.await(ctx, pid, t)
 		if deadLetter(res, err) {
+			if r.draining.Load() {
+				return nil, fmt.Errorf("this member is shutting down and the session's grain did not take the turn; nothing ran: %w", actors.ErrClosed)
+			}
 			if untaken.IsZero() {
 				untaken = time.Now()
 			}
