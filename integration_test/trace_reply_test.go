@@ -69,8 +69,12 @@ func TestClusterAnswerTraceAcrossMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Each member sends its spans in its own batches: wait for every span
+	// the checks below look at, from both members.
 	spans, err := rcv.WaitFor(ctx, func(s []otlptest.Span) bool {
-		return len(otlptest.Named(otlptest.Trace(s, traceID), "tooldispatch.deliver")) == 2
+		tr := otlptest.Trace(s, traceID)
+		return len(otlptest.Named(tr, "tooldispatch.deliver")) >= 2 &&
+			len(otlptest.Named(tr, "tooldispatch.answer")) >= 1 && len(otlptest.Named(tr, "tooldispatch.confirm")) >= 1
 	})
 	spans = otlptest.Trace(spans, traceID)
 	tree := otlptest.Tree(spans, "service.instance.id", "tooldispatch.request", "gen_ai.tool.call.id")

@@ -11,9 +11,14 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// probeTimeout bounds the connection attempt that checks a member whose
-// connection broke.
-const probeTimeout = 500 * time.Millisecond
+const (
+	// probeTimeout bounds the connection attempt that checks a member
+	// whose connection broke.
+	probeTimeout = 500 * time.Millisecond
+	// probeEvery is how often a request waiting on another member checks
+	// that member's port (a death that broke no connection of ours).
+	probeEvery = 300 * time.Millisecond
+)
 
 // watchLiveness drops a member from the cluster as soon as it is known to
 // be dead, without waiting for the membership provider (etcd's lease runs

@@ -221,7 +221,7 @@ func start(sys *actor.ActorSystem, co Options, sessions *actor.Props, local func
 			p.update(current)
 		}
 	}
-	return &router{sys: sys, c: c, members: members, p: p, stop: func() error {
+	return &router{sys: sys, c: c, members: members, p: p, log: co.Logger, stop: func() error {
 		sys.EventStream.Unsubscribe(sub)
 		stopWatching()
 		return leave(c, relayPID, dirPID)

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -23,6 +24,7 @@ type router struct {
 	members *atomic.Pointer[[]string] // the cluster's member addresses
 	p       *placement
 	stop    func() error
+	log     zerolog.Logger
 	// draining: this member drains (actors.Drainer); a turn a grain did
 	// not take ends with actors.ErrClosed.
 	draining atomic.Bool
@@ -83,13 +85,26 @@ func (r *router) grain(ctx context.Context, session string) *actor.PID {
 		changed := r.p.next()
 		got := make(chan *actor.PID, 1)
 		go func() { got <- r.c.Get(session, SessionKind) }()
-		select {
-		case pid := <-got:
-			return pid
-		case <-changed:
-		case <-ctx.Done():
-			return nil
+		tick := time.NewTicker(probeEvery)
+	wait:
+		for {
+			select {
+			case pid := <-got:
+				tick.Stop()
+				return pid
+			case <-changed:
+				break wait
+			case <-tick.C:
+				// The lookup waits on the placed member: is it dead?
+				if addr := r.p.ownerAddress(session); addr != "" && addr != r.sys.Address() {
+					probe(r.c, addr, r.log)
+				}
+			case <-ctx.Done():
+				tick.Stop()
+				return nil
+			}
 		}
+		tick.Stop()
 	}
 }
 
@@ -118,6 +133,7 @@ func (r *router) await(ctx context.Context, pid *actor.PID, t *messages.Dispatch
 	tick := time.NewTicker(memberCheck)
 	defer tick.Stop()
 	canceled := ctx.Done()
+	probed := time.Now()
 	for {
 		select {
 		case rep := <-done:
@@ -128,6 +144,12 @@ func (r *router) await(ctx context.Context, pid *actor.PID, t *messages.Dispatch
 		case <-tick.C:
 			if !r.isMember(pid.Address) {
 				return nil, actors.ErrMemberLeft
+			}
+			if pid.Address != r.sys.Address() && time.Since(probed) >= probeEvery {
+				// A member whose death broke no connection of ours
+				// is found here.
+				probed = time.Now()
+				probe(r.c, pid.Address, r.log)
 			}
 		}
 	}
