@@ -2,9 +2,7 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -120,22 +118,7 @@ func TestClusterMemberSIGTERMGraceEnds(t *testing.T) {
 	if err != nil || next.Messages[0].Status != "ok" || ownerOf(t, ports, 2, next.Member) != 0 {
 		t.Fatalf("the next turn: %+v %v, want ok on member 0", next, err)
 	}
-	res, err := http.Get(ms[0].http + "/v1/sessions/" + session)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var sess struct {
-		Tools []struct {
-			ToolCallID string `json:"tool_call_id"`
-			Status     string `json:"status"`
-		} `json:"tools"`
-	}
-	_ = json.NewDecoder(res.Body).Decode(&sess)
-	got := map[string]string{}
-	for _, m := range sess.Tools {
-		got[m.ToolCallID] = m.Status
-	}
+	got := storedStatuses(t, ms[0].http, session)
 	if got["long"] != "canceled" || got["after"] != "ok" {
 		t.Errorf("stored: %v, want long canceled and after ok", got)
 	}

@@ -2,9 +2,7 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -101,22 +99,7 @@ func testClusterFailover(t *testing.T, membership string, runs int) {
 			t.Errorf("run %d: next turn %+v", r, next)
 		}
 		// The session, read from a survivor, holds the interrupted call.
-		resp, err := http.Get(ms[entry].http + "/v1/sessions/" + session)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var sess struct {
-			Tools []struct {
-				ToolCallID string `json:"tool_call_id"`
-				Status     string `json:"status"`
-			} `json:"tools"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&sess)
-		resp.Body.Close()
-		got := map[string]string{}
-		for _, m := range sess.Tools {
-			got[m.ToolCallID] = m.Status
-		}
+		got := storedStatuses(t, ms[entry].http, session)
 		if got[nextID] != "ok" || (kind == "busy" && got[slowID] != "outcome_unknown") {
 			t.Errorf("run %d: stored %v, want %s ok and (busy) %s outcome_unknown", r, got, nextID, slowID)
 		}

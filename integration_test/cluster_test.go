@@ -167,25 +167,7 @@ func testClusterMemberKilled(t *testing.T, membership string) {
 		t.Fatalf("third turn: %+v", third)
 	}
 	// The persisted session, read from a survivor.
-	resp, err := http.Get(ms[entry].http + "/v1/sessions/busy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sess struct {
-		Tools []struct {
-			ToolCallID string `json:"tool_call_id"`
-			Status     string `json:"status"`
-		} `json:"tools"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&sess)
-	resp.Body.Close()
-	got := map[string]string{}
-	for _, m := range sess.Tools {
-		if _, dup := got[m.ToolCallID]; dup {
-			t.Errorf("call %s committed twice", m.ToolCallID)
-		}
-		got[m.ToolCallID] = m.Status
-	}
+	got := storedStatuses(t, ms[entry].http, "busy")
 	want := map[string]string{"t1c1": "ok", "t2c1": "outcome_unknown", "t3c1": "ok"}
 	for id, st := range want {
 		if got[id] != st {
@@ -200,6 +182,34 @@ func testClusterMemberKilled(t *testing.T, membership string) {
 	if err != nil || again.Messages[0].Status != "outcome_unknown" {
 		t.Errorf("replay of t2: %+v %v", again, err)
 	}
+}
+
+// storedStatuses reads a session from the member at base and returns its
+// calls' statuses; a call stored twice fails the test.
+func storedStatuses(t *testing.T, base, session string) map[string]string {
+	t.Helper()
+	resp, err := http.Get(base + "/v1/sessions/" + session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sess struct {
+		Tools []struct {
+			ToolCallID string `json:"tool_call_id"`
+			Status     string `json:"status"`
+		} `json:"tools"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&sess); err != nil {
+		t.Fatalf("reading session %s: %v", session, err)
+	}
+	got := map[string]string{}
+	for _, m := range sess.Tools {
+		if _, dup := got[m.ToolCallID]; dup {
+			t.Errorf("call %s committed twice", m.ToolCallID)
+		}
+		got[m.ToolCallID] = m.Status
+	}
+	return got
 }
 
 // Cluster memberships the cluster tests run with: a static member list
