@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -14,10 +16,10 @@ import (
 const drainGrace = 10 * time.Second
 
 // TestClusterMemberSIGTERM runs three members under a load of turns on
-// twelve sessions (calls of 0–300 ms) and SIGTERMs one while a 2-second
-// call runs on a session it owns: it stops taking turns, lets the running
-// call finish (ok, its last line written), hands its sessions over and
-// exits 143 without a panic; the load goes on on the others and every
+// twelve sessions (calls of 0–300 ms) and SIGTERMs one while a call runs
+// on a session it owns: it answers new turns 503 naming the session's next
+// owner, lets the running call finish (ok, its last line written), hands
+// its sessions over and exits 143 without a panic; the load goes on on the others and every
 // turn posted gets its result, each call run once, none outcome_unknown.
 func TestClusterMemberSIGTERM(t *testing.T) {
 	if testing.Short() {
@@ -42,9 +44,12 @@ func TestClusterMemberSIGTERM(t *testing.T) {
 			session = fmt.Sprintf("slow-%d", i)
 		}
 	}
+	// The slow call runs until the test releases it, so that the member
+	// drains for as long as the test looks at it.
 	slow := make(chan *turnReply, 1)
 	go func() {
-		r, err := postTurn(ctx, ms[0].http, session, "slow", commandCall("slow", "echo slow-start >> slow.log; sleep 2; echo slow-end >> slow.log"))
+		r, err := postTurn(ctx, ms[0].http, session, "slow", commandCall("slow",
+			"echo slow-start >> slow.log; while [ ! -e release ]; do sleep 0.05; done; echo slow-end >> slow.log"))
 		if err != nil {
 			t.Errorf("the slow turn: %v", err)
 		}
@@ -53,8 +58,36 @@ func TestClusterMemberSIGTERM(t *testing.T) {
 	for !strings.Contains(readFile(filepath.Join(ws, "slow.log")), "slow-start") {
 		time.Sleep(10 * time.Millisecond)
 	}
-	code, took := stopMember(t, ms[1], syscall.SIGTERM, drainGrace+15*time.Second)
-	t.Logf("member 1 exited %d, %.2fs after SIGTERM", code, took.Seconds())
+	// While it drains, member 1 answers a new turn 503 naming the
+	// session's next owner, another member.
+	if err := ms[1].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	signaled := time.Now()
+	// Turns on another session of member 1 (a turn on the slow one would
+	// queue behind its call): served until the signal lands, then 503.
+	var refused *http.Response
+	for k := 0; refused == nil; k++ {
+		body := strings.NewReader(fmt.Sprintf(`{"run":"r","provider":"claude-code","auto_load_schemas":true,"message":{"role":"assistant",`+
+			`"tool_calls":[{"id":"p%d","type":"function","function":{"name":"calculate","arguments":"{\"expression\":\"%d+1\"}"}}]}}`, k, k))
+		resp, err := http.Post(ms[1].http+"/v1/sessions/"+session+"-probe/turns", "application/json", body)
+		if err != nil {
+			t.Fatalf("member 1 stopped answering before the slow call was released: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			refused = resp
+		}
+	}
+	if next := refused.Header.Get("Tooldispatch-Owner"); next == "" || next == ms[1].http || (next != ms[0].http && next != ms[2].http) {
+		t.Errorf("the draining member named %q as the session's next owner, want member 0 or 2", next)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	code := waitExit(t, ms[1], drainGrace+15*time.Second)
+	t.Logf("member 1 exited %d, %.2fs after SIGTERM (the running call released after %.2fs)", code, time.Since(signaled).Seconds(), released.Sub(signaled).Seconds())
 	if code != 143 || strings.Contains(ms[1].log.String(), "panic") {
 		t.Errorf("member 1 exited %d after SIGTERM, want 143 and no panic:\n%s", code, ms[1].log)
 	}

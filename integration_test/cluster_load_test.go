@@ -246,23 +246,30 @@ func (l *clusterLoad) waitAnswered(n int) {
 // bound); it returns the exit status and how long the exit took.
 func stopMember(t *testing.T, m *member, sig syscall.Signal, bound time.Duration) (int, time.Duration) {
 	t.Helper()
+	start := time.Now()
+	if err := m.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	return waitExit(t, m, bound), time.Since(start)
+}
+
+// waitExit waits for m to exit (killing it and failing after bound) and
+// returns its exit status.
+func waitExit(t *testing.T, m *member, bound time.Duration) int {
+	t.Helper()
 	exited := make(chan struct{})
 	go func() {
 		_ = m.cmd.Wait()
 		close(exited)
 	}()
-	start := time.Now()
-	if err := m.cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
-	}
 	select {
 	case <-exited:
 	case <-time.After(bound):
 		_ = m.cmd.Process.Kill()
 		<-exited
-		t.Fatalf("the member did not exit within %v of %v:\n%s", bound, sig, m.log)
+		t.Fatalf("the member did not exit within %v:\n%s", bound, m.log)
 	}
-	return m.cmd.ProcessState.ExitCode(), time.Since(start)
+	return m.cmd.ProcessState.ExitCode()
 }
 
 // restartMember starts m again with the same command line.
