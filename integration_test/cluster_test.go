@@ -218,7 +218,7 @@ var memberships = []string{"static", "etcd"}
 
 // clusterSetup says how startClusterWith starts the members.
 type clusterSetup struct {
-	membership string   // "static" (default) or "etcd"
+	membership string   // "static" (default), "etcd" or "etcd-tls" (etcd over https, taking only the cluster's certificates)
 	args       []string // more serve flags
 	env        []string // more environment variables
 	token      string   // the members' --token (the warm-up turns send it)
@@ -276,9 +276,16 @@ func startCluster(t *testing.T, n int, ws string) ([]*member, []int) {
 // throwaway etcd, or skips saying why.
 func startClusterWith(t *testing.T, n int, ws string, cs clusterSetup) ([]*member, []int) {
 	t.Helper()
+	certs := clusterCerts(t, n)
 	var membership []string
-	if cs.membership == "etcd" {
+	switch cs.membership {
+	case "etcd":
 		membership = []string{"--etcd", etcdServer(t)}
+	case "etcd-tls":
+		if out, err := exec.Command(binary, "cluster", "certs", "--dir", certs, "--host", "127.0.0.1,localhost", "etcd").CombinedOutput(); err != nil {
+			t.Fatalf("cluster certs: %v\n%s", err, out)
+		}
+		membership = []string{"--etcd", startEtcd(t, certs)}
 	}
 	pg := pgServer(t)
 	ports := freePorts(t, 3*n)
@@ -286,7 +293,6 @@ func startClusterWith(t *testing.T, n int, ws string, cs clusterSetup) ([]*membe
 	for i := 0; i < n; i++ {
 		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", ports[2*n+i]))
 	}
-	certs := clusterCerts(t, n)
 	var ms []*member
 	for i := 0; i < n; i++ {
 		m := &member{http: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), log: &syncBuffer{}, certs: certs}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,5 +177,37 @@ func TestClusterNonMemberRefused(t *testing.T) {
 	}
 	if ran := readFile(filepath.Join(ws, "ran.log")); ran != "" {
 		t.Errorf("ran.log %q, want nothing run", ran)
+	}
+}
+
+// TestClusterEtcdOverTLS runs two members with etcd membership over https,
+// the etcd taking only clients with a certificate of the cluster's CA: the
+// members present theirs (their [cluster] certificates), register and
+// serve each other's sessions, while a client without a certificate is
+// refused by etcd.
+func TestClusterEtcdOverTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts cluster members")
+	}
+	ws := t.TempDir()
+	ms, ports := startClusterWith(t, 2, ws, clusterSetup{membership: "etcd-tls"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	seen := map[int]bool{}
+	for i := 0; len(seen) < 2 && i < 64; i++ {
+		r, err := postTurn(ctx, ms[i%2].http, fmt.Sprintf("e-%d", i), "", commandCall(fmt.Sprintf("e%d", i), "true"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[ownerOf(t, ports, 2, r.Member)] = true
+	}
+	if len(seen) != 2 {
+		t.Fatalf("the sessions landed on members %v only: the members did not find each other through etcd", seen)
+	}
+	etcdURL := ms[0].cmd.Args[slices.Index(ms[0].cmd.Args, "--etcd")+1]
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	if resp, err := hc.Get(etcdURL + "/v2/keys/"); err == nil {
+		resp.Body.Close()
+		t.Errorf("etcd answered a client without a certificate: %d", resp.StatusCode)
 	}
 }
