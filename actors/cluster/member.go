@@ -114,6 +114,7 @@ type Member struct {
 // placement of sessions, which tells where a session lives.
 func Join(cfg actors.Config, co Options) (*Member, error) {
 	if err := co.Validate(); err != nil {
+		closeUnstarted(co.Provider)
 		return nil, err
 	}
 	sys := actors.NewActorSystem(cfg.Logger)
@@ -139,10 +140,19 @@ func Join(cfg actors.Config, co Options) (*Member, error) {
 		return start(sys, co, sessions, local, members, p)
 	})
 	if err != nil {
+		closeUnstarted(co.Provider)
 		sys.Shutdown()
 		return nil, err
 	}
 	return &Member{Dispatcher: d, p: p}, nil
+}
+
+// closeUnstarted closes a static member list whose member never started
+// (its membership port is open from NewStatic on).
+func closeUnstarted(p protocluster.ClusterProvider) {
+	if s, ok := p.(*Static); ok {
+		_ = s.Shutdown(false)
+	}
 }
 
 // Owner returns where session's grain lives now: the member the cluster's
