@@ -181,6 +181,7 @@ type Config struct {
 	board  *questionBoard // set by start
 	preps  *preparedTurns // set by start
 	member bool           // a cluster member: replies name the member
+	drain  *drainBoard    // set by NewRouted: the hosted session actors' turns
 }
 
 // DefaultMaxConcurrency is half the CPU cores, at least 3.

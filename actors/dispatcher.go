@@ -94,8 +94,9 @@ func NewRouted(sys *actor.ActorSystem, cfg Config, route func(sessions *actor.Pr
 		return nil, err
 	}
 	cfg.member = true
+	cfg.drain = newDrainBoard()
 	props := actor.PropsFromProducer(func() actor.Actor { return newHostedSessionActor(cfg) },
-		actor.WithSupervisor(sessionSupervisor))
+		actor.WithSupervisor(sessionSupervisor), actor.WithReceiverMiddleware(deferRebalance))
 	r, err := route(props)
 	if err != nil {
 		return nil, err
@@ -357,29 +358,51 @@ func (d *Dispatcher) ConfirmTimeout() time.Duration { return d.cfg.ConfirmTimeou
 func (d *Dispatcher) MaxTurnBytes() int { return d.cfg.MaxTurnBytes }
 
 // Close stops accepting turns and waits for running ones to end; when ctx
-// ends first it cancels them and waits for their commit. Then it stops the dispatcher actor and, if the
-// dispatcher owns it, its actor system. The store is the caller's to close.
+// ends first it cancels them and waits (at most drainBound) for their
+// commit. A cluster member (NewRouted) also stops taking turns into the
+// sessions it hosts, whoever sent them (they are asked again and go to the
+// session's next owner once this member has left), and waits for and
+// cancels those the same way. Then it closes the router (a member leaves
+// the cluster and hands its sessions over), stops the dispatcher actor
+// and, if the dispatcher owns it, its actor system. The store is the
+// caller's to close.
 func (d *Dispatcher) Close(ctx context.Context) error {
 	if d.closing.Swap(true) {
 		return nil
 	}
+	if d.cfg.drain != nil {
+		d.cfg.drain.draining.Store(true)
+	}
+	if dr, ok := d.router.(Drainer); ok {
+		dr.Drain()
+	}
 	done := make(chan struct{})
+	waitCtx, stopWaiting := context.WithCancel(context.Background())
+	defer stopWaiting()
 	go func() {
 		d.inflight.Wait()
+		if d.cfg.drain != nil {
+			_ = d.cfg.drain.wait(waitCtx)
+		}
 		close(done)
 	}()
 	select {
 	case <-done:
 	case <-ctx.Done():
-		d.mu.Lock()
-		for _, c := range d.cancels {
-			c()
+		d.Cancel()
+		if d.cfg.drain != nil {
+			for _, pid := range d.cfg.drain.actors() {
+				d.root.Send(pid, &drainCancel{})
+			}
 		}
-		d.mu.Unlock()
-		<-done
+		select {
+		case <-done:
+		case <-time.After(drainBound):
+			d.cfg.Logger.Warn().Dur("bound", drainBound).Msg("turns canceled at the end of the grace did not end in time; closing anyway")
+		}
 	}
 	err := d.router.Close()
-	if d.system != nil {
+	if d.system != nil && !d.system.IsStopped() {
 		d.system.Shutdown()
 	}
 	return err

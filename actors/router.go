@@ -35,6 +35,15 @@ type Router interface {
 	Close() error
 }
 
+// Drainer is implemented by a Router whose member can drain (a cluster
+// member): Close calls Drain first, when the member stops taking turns. A
+// turn this member sent that a session actor did not take
+// (*actor.DeadLetterResponse) then ends with ErrClosed instead of being
+// asked again: nothing ran, and the caller sends it to another member.
+type Drainer interface {
+	Drain()
+}
+
 // CancelOf is the CancelTurn of turn t, in t's trace.
 func CancelOf(t *messages.DispatchTurn) *messages.CancelTurn {
 	return &messages.CancelTurn{Session: t.Session, RequestId: t.RequestId, Traceparent: t.Traceparent, Tracestate: t.Tracestate}

@@ -72,6 +72,7 @@ type sessionActor struct {
 	// session from its first request and stops itself when idle.
 	hosted      bool
 	passivating bool // a hosted actor that is stopping: new requests go elsewhere
+	leaving     bool // a hosted actor rebalanced away: it stops once idle
 
 	state    *sessionState // handed to the commit actor
 	commit   *actor.PID
@@ -112,7 +113,25 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 	a.receive(ctx)
 	if !a.hosted {
 		a.reportIdle(ctx)
+	} else {
+		a.leaveWhenIdle(ctx)
+		if a.cfg.drain != nil {
+			a.reportTurns(ctx)
+		}
 	}
+}
+
+// reportTurns tells the member's drain board how many turns a hosted
+// actor has queued or running (none once it stopped).
+func (a *sessionActor) reportTurns(ctx actor.Context) {
+	n := len(a.queue)
+	if a.current != nil && a.current.pid != nil {
+		n++
+	}
+	if _, stopped := ctx.Message().(*actor.Stopped); stopped {
+		n = 0
+	}
+	a.cfg.drain.set(ctx.Self(), n)
 }
 
 // reportIdle tells the dispatcher actor, once per count of requests
@@ -205,6 +224,10 @@ func (a *sessionActor) receive(ctx actor.Context) {
 			a.passivating = true
 			ctx.Poison(ctx.Self())
 		}
+	case *drainCancel:
+		a.drainCancel(ctx)
+	case *rebalance:
+		a.leaving = true
 	case *stateReset:
 		a.resets--
 	case *actor.Terminated:
@@ -236,7 +259,10 @@ type passivate struct{}
 // enqueue queues a turn or job (session names its session).
 func (a *sessionActor) enqueue(ctx actor.Context, session string, msg any) {
 	a.received++
-	if a.passivating {
+	_, turn := msg.(*messages.DispatchTurn)
+	if a.passivating || (turn && a.cfg.drain != nil && a.cfg.drain.draining.Load()) {
+		// Nothing taken: the router asks again, and once this member
+		// has left (it drains), the session's next owner takes it.
 		ctx.Respond(&actor.DeadLetterResponse{Target: ctx.Self()})
 		return
 	}
@@ -316,6 +342,23 @@ func (a *sessionActor) pump(ctx actor.Context) {
 		a.current = &runningTurn{sender: q.sender}
 		ctx.Request(a.commit, m)
 	}
+}
+
+// drainCancel cancels the running turn at the end of the member's grace
+// (its calls commit as canceled) and hands queued turns back untaken.
+func (a *sessionActor) drainCancel(ctx actor.Context) {
+	if a.current != nil && a.current.pid != nil {
+		ctx.Send(a.current.pid, &messages.CancelTurn{Session: a.session, RequestId: a.current.requestID})
+	}
+	kept := a.queue[:0]
+	for _, q := range a.queue {
+		if _, ok := q.msg.(*messages.DispatchTurn); ok {
+			send(ctx, q.sender, &actor.DeadLetterResponse{Target: ctx.Self()})
+			continue
+		}
+		kept = append(kept, q)
+	}
+	a.queue = kept
 }
 
 // failQueued answers every queued request when the session stops.

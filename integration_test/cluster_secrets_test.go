@@ -48,7 +48,7 @@ func TestClusterSecretAfterTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms, ports := startClusterWith(t, 2, t.TempDir(), clusterSetup{
-		args: []string{"--config", config}, env: []string{"TOOLDISPATCH_SECRET_KEY="}})
+		config: config, env: []string{"TOOLDISPATCH_SECRET_KEY="}})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	first, err := postTurn(ctx, ms[0].http, "vault", "", commandCall("warm", "true"))
@@ -200,7 +200,7 @@ func TestClusterSecretKeyMismatch(t *testing.T) {
 	good := config("good.toml", keyFile("good.key", 1))
 	bad := config("bad.toml", keyFile("bad.key", 2))
 	ms, ports := startClusterWith(t, 1, t.TempDir(), clusterSetup{
-		args: []string{"--config", good}, env: []string{"TOOLDISPATCH_SECRET_KEY="}})
+		config: good, env: []string{"TOOLDISPATCH_SECRET_KEY="}})
 	// A second process over the same PostgreSQL with another key file. It
 	// fails while opening its tools, before it joins the cluster.
 	pg := ms[0].cmd.Args[slices.Index(ms[0].cmd.Args, "--postgres")+1]

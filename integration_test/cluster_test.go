@@ -64,6 +64,10 @@ type member struct {
 	cmd  *exec.Cmd
 	http string
 	log  *syncBuffer
+	// certs is the folder of the cluster's mutual TLS certificates
+	// (tooldispatch cluster certs): ca.pem, and mI.pem, mI-key.pem for
+	// member I.
+	certs string
 }
 
 // syncBuffer is a bytes.Buffer safe for the process's output goroutines.
@@ -163,25 +167,7 @@ func testClusterMemberKilled(t *testing.T, membership string) {
 		t.Fatalf("third turn: %+v", third)
 	}
 	// The persisted session, read from a survivor.
-	resp, err := http.Get(ms[entry].http + "/v1/sessions/busy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sess struct {
-		Tools []struct {
-			ToolCallID string `json:"tool_call_id"`
-			Status     string `json:"status"`
-		} `json:"tools"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&sess)
-	resp.Body.Close()
-	got := map[string]string{}
-	for _, m := range sess.Tools {
-		if _, dup := got[m.ToolCallID]; dup {
-			t.Errorf("call %s committed twice", m.ToolCallID)
-		}
-		got[m.ToolCallID] = m.Status
-	}
+	got := storedStatuses(t, ms[entry].http, "busy")
 	want := map[string]string{"t1c1": "ok", "t2c1": "outcome_unknown", "t3c1": "ok"}
 	for id, st := range want {
 		if got[id] != st {
@@ -198,15 +184,84 @@ func testClusterMemberKilled(t *testing.T, membership string) {
 	}
 }
 
+// storedStatuses reads a session from the member at base and returns its
+// calls' statuses; a call stored twice fails the test.
+func storedStatuses(t *testing.T, base, session string) map[string]string {
+	t.Helper()
+	resp, err := http.Get(base + "/v1/sessions/" + session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sess struct {
+		Tools []struct {
+			ToolCallID string `json:"tool_call_id"`
+			Status     string `json:"status"`
+		} `json:"tools"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&sess); err != nil {
+		t.Fatalf("reading session %s: %v", session, err)
+	}
+	got := map[string]string{}
+	for _, m := range sess.Tools {
+		if _, dup := got[m.ToolCallID]; dup {
+			t.Errorf("call %s committed twice", m.ToolCallID)
+		}
+		got[m.ToolCallID] = m.Status
+	}
+	return got
+}
+
 // Cluster memberships the cluster tests run with: a static member list
 // (protoactor's automanaged provider) and etcd.
 var memberships = []string{"static", "etcd"}
 
 // clusterSetup says how startClusterWith starts the members.
 type clusterSetup struct {
-	membership string   // "static" (default) or "etcd"
+	membership string   // "static" (default), "etcd" or "etcd-tls" (etcd over https, taking only the cluster's certificates)
 	args       []string // more serve flags
 	env        []string // more environment variables
+	token      string   // the members' --token (the warm-up turns send it)
+	config     string   // a configuration file the members share; [cluster] TLS keys are added to it
+}
+
+// clusterCerts makes the mutual TLS certificates of n members on
+// loopback with tooldispatch cluster certs and returns their folder.
+func clusterCerts(t *testing.T, n int) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "certs")
+	for i := 0; i < n; i++ {
+		if out, err := exec.Command(binary, "cluster", "certs", "--dir", dir, "--host", "127.0.0.1,localhost", fmt.Sprintf("m%d", i)).CombinedOutput(); err != nil {
+			t.Fatalf("cluster certs: %v\n%s", err, out)
+		}
+	}
+	return dir
+}
+
+// memberConfig writes member i's configuration: the shared file's keys
+// (if any) with [cluster] ca_file, cert_file and key_file added.
+func memberConfig(t *testing.T, shared, certs string, i int) string {
+	t.Helper()
+	base := ""
+	if shared != "" {
+		b, err := os.ReadFile(shared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base = string(b)
+	}
+	keys := fmt.Sprintf("ca_file = %q\ncert_file = %q\nkey_file = %q\n", filepath.Join(certs, "ca.pem"),
+		filepath.Join(certs, fmt.Sprintf("m%d.pem", i)), filepath.Join(certs, fmt.Sprintf("m%d-key.pem", i)))
+	if strings.Contains(base, "[cluster]\n") {
+		base = strings.Replace(base, "[cluster]\n", "[cluster]\n"+keys, 1)
+	} else {
+		base += "\n[cluster]\n" + keys
+	}
+	p := filepath.Join(t.TempDir(), fmt.Sprintf("m%d.toml", i))
+	if err := os.WriteFile(p, []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // startCluster starts n members over one PostgreSQL with a static member
@@ -221,9 +276,16 @@ func startCluster(t *testing.T, n int, ws string) ([]*member, []int) {
 // throwaway etcd, or skips saying why.
 func startClusterWith(t *testing.T, n int, ws string, cs clusterSetup) ([]*member, []int) {
 	t.Helper()
+	certs := clusterCerts(t, n)
 	var membership []string
-	if cs.membership == "etcd" {
+	switch cs.membership {
+	case "etcd":
 		membership = []string{"--etcd", etcdServer(t)}
+	case "etcd-tls":
+		if out, err := exec.Command(binary, "cluster", "certs", "--dir", certs, "--host", "127.0.0.1,localhost", "etcd").CombinedOutput(); err != nil {
+			t.Fatalf("cluster certs: %v\n%s", err, out)
+		}
+		membership = []string{"--etcd", startEtcd(t, certs)}
 	}
 	pg := pgServer(t)
 	ports := freePorts(t, 3*n)
@@ -233,14 +295,17 @@ func startClusterWith(t *testing.T, n int, ws string, cs clusterSetup) ([]*membe
 	}
 	var ms []*member
 	for i := 0; i < n; i++ {
-		m := &member{http: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), log: &syncBuffer{}}
+		m := &member{http: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), log: &syncBuffer{}, certs: certs}
 		args := []string{"serve", "--approve", "all", "--shell", "--workspace", ws, "--data", t.TempDir(),
 			"--addr", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--cluster", "it", "--cluster-addr", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
-			"--postgres", pg, "--log-level", "warn"}
+			"--postgres", pg, "--log-level", "warn", "--config", memberConfig(t, cs.config, certs, i)}
 		if membership == nil {
 			args = append(args, "--peers", strings.Join(peers, ","), "--automanage-port", fmt.Sprint(ports[2*n+i]))
 		} else {
 			args = append(args, membership...)
+		}
+		if cs.token != "" {
+			args = append(args, "--token", cs.token)
 		}
 		m.cmd = exec.Command(binary, append(args, cs.args...)...)
 		if len(cs.env) > 0 {
@@ -260,10 +325,14 @@ func startClusterWith(t *testing.T, n int, ws string, cs clusterSetup) ([]*membe
 		}
 	})
 	deadline := time.Now().Add(60 * time.Second)
+	hc := http.DefaultClient
+	if cs.token != "" {
+		hc = &http.Client{Transport: tokenTransport{cs.token}}
+	}
 	for i, m := range ms {
 		for {
 			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err := postTurn(cctx, m.http, fmt.Sprintf("warm-%d", i), "", commandCall("w", "true"))
+			_, err := postTurnWith(cctx, hc, m.http, fmt.Sprintf("warm-%d", i), "", commandCall("w", "true"))
 			cancel()
 			if err == nil {
 				break

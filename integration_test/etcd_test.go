@@ -2,11 +2,14 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +25,14 @@ const etcdStartTimeout = 30 * time.Second
 // ("skip" skips).
 func etcdServer(t *testing.T) string {
 	t.Helper()
+	return startEtcd(t, "")
+}
+
+// startEtcd is etcdServer; with certs (a folder of tooldispatch cluster
+// certs holding an "etcd" certificate) it serves https and takes only
+// clients with a certificate of that CA.
+func startEtcd(t *testing.T, certs string) string {
+	t.Helper()
 	switch url := os.Getenv("TOOLDISPATCH_ETCD_URL"); url {
 	case "":
 	case "skip":
@@ -34,13 +45,26 @@ func etcdServer(t *testing.T) string {
 		t.Skip("etcd not installed: .ci/run installs the etcd-server package")
 	}
 	ports := freePorts(t, 2)
-	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	scheme := "http"
+	var tlsArgs []string
+	hc := http.DefaultClient
+	if certs != "" {
+		scheme = "https"
+		tlsArgs = []string{"--cert-file", filepath.Join(certs, "etcd.pem"), "--key-file", filepath.Join(certs, "etcd-key.pem"),
+			"--trusted-ca-file", filepath.Join(certs, "ca.pem"), "--client-cert-auth"}
+		cfg, err := memberTLS(certs, "etcd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+	}
+	client := fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[0])
 	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	log := &syncBuffer{}
-	cmd := exec.Command(bin, "--name", "it", "--data-dir", t.TempDir(),
+	cmd := exec.Command(bin, append([]string{"--name", "it", "--data-dir", t.TempDir(),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "it="+peer, "--initial-cluster-state", "new", "--log-level", "warn")
+		"--initial-cluster", "it=" + peer, "--initial-cluster-state", "new", "--log-level", "warn"}, tlsArgs...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting etcd: %v", err)
@@ -61,7 +85,7 @@ func etcdServer(t *testing.T) string {
 		default:
 		}
 		req, _ := http.NewRequestWithContext(ctx, "GET", client+"/health", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := hc.Do(req); err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if strings.Contains(string(b), `"health":"true"`) {
@@ -73,4 +97,20 @@ func etcdServer(t *testing.T) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// memberTLS is the client TLS of the certificate name in certs (a folder
+// of tooldispatch cluster certs).
+func memberTLS(certs, name string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(filepath.Join(certs, name+".pem"), filepath.Join(certs, name+"-key.pem"))
+	if err != nil {
+		return nil, err
+	}
+	ca, err := os.ReadFile(filepath.Join(certs, "ca.pem"))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -347,10 +348,18 @@ func startLabCluster(t *testing.T, lab *netnsLab, ws, membership string, delay t
 		peers = append(peers, fmt.Sprintf("%s:%d", lab.addr(i), labManagePort))
 	}
 	lc := &labCluster{lab: lab, c: lab.client(), pgURL: hostURL}
+	// Each member's certificate names its lab address: the members dial
+	// each other there, over mutual TLS.
+	certs := filepath.Join(t.TempDir(), "certs")
 	for i := 0; i < n; i++ {
-		m := &member{http: fmt.Sprintf("http://%s:%d", lab.addr(i), labHTTPPort), log: &syncBuffer{}}
+		if out, err := exec.Command(binary, "cluster", "certs", "--dir", certs, "--host", lab.addr(i), fmt.Sprintf("m%d", i)).CombinedOutput(); err != nil {
+			t.Fatalf("cluster certs: %v\n%s", err, out)
+		}
+	}
+	for i := 0; i < n; i++ {
+		m := &member{http: fmt.Sprintf("http://%s:%d", lab.addr(i), labHTTPPort), log: &syncBuffer{}, certs: certs}
 		args := []string{"netns", "exec", lab.members[i], binary, "serve", "--approve", "all", "--shell", "--workspace", ws, "--data", t.TempDir(),
-			"--addr", fmt.Sprintf("%s:%d", lab.addr(i), labHTTPPort), "--cluster", "lab",
+			"--addr", fmt.Sprintf("%s:%d", lab.addr(i), labHTTPPort), "--cluster", "lab", "--config", memberConfig(t, "", certs, i),
 			"--cluster-addr", fmt.Sprintf("%s:%d", lab.addr(i), labClusterPort), "--postgres", pgURL, "--log-level", "warn", "--token", labToken}
 		if membershipArgs == nil {
 			args = append(args, "--peers", strings.Join(peers, ","), "--automanage-port", fmt.Sprint(labManagePort))

@@ -205,7 +205,7 @@ func TestClusterOwnerRedirect(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("[cluster]\nredirect = true\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ms, ports := startClusterWith(t, 2, ws, clusterSetup{args: []string{"--config", conf}})
+	ms, ports := startClusterWith(t, 2, ws, clusterSetup{config: conf})
 	hc := ownerClient(t)
 	sessions := []string{"rd-a", "rd-b", "rd-c", "rd-d"}
 	own := owners(t, hc, ms, ports, sessions)

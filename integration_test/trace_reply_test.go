@@ -27,7 +27,7 @@ func TestClusterAnswerTraceAcrossMembers(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[telemetry]\ntraces = true\nendpoint = %q\n", rcv.URL())), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ms, ports := startClusterWith(t, 2, t.TempDir(), clusterSetup{args: []string{"--config", cfg},
+	ms, ports := startClusterWith(t, 2, t.TempDir(), clusterSetup{config: cfg,
 		env: []string{"OTEL_BSP_SCHEDULE_DELAY=50"}}) // milliseconds: send soon
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -69,8 +69,12 @@ func TestClusterAnswerTraceAcrossMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Each member sends its spans in its own batches: wait for every span
+	// the checks below look at, from both members.
 	spans, err := rcv.WaitFor(ctx, func(s []otlptest.Span) bool {
-		return len(otlptest.Named(otlptest.Trace(s, traceID), "tooldispatch.deliver")) == 2
+		tr := otlptest.Trace(s, traceID)
+		return len(otlptest.Named(tr, "tooldispatch.deliver")) >= 2 &&
+			len(otlptest.Named(tr, "tooldispatch.answer")) >= 1 && len(otlptest.Named(tr, "tooldispatch.confirm")) >= 1
 	})
 	spans = otlptest.Trace(spans, traceID)
 	tree := otlptest.Tree(spans, "service.instance.id", "tooldispatch.request", "gen_ai.tool.call.id")

@@ -30,7 +30,7 @@ func TestClusterTraceAcrossMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := t.TempDir()
-	ms, ports := startClusterWith(t, 2, ws, clusterSetup{args: []string{"--config", cfg},
+	ms, ports := startClusterWith(t, 2, ws, clusterSetup{config: cfg,
 		env: []string{"OTEL_BSP_SCHEDULE_DELAY=50"}}) // milliseconds: send soon
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

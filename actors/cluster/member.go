@@ -11,6 +11,10 @@ import (
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -30,9 +34,15 @@ const (
 	requestTimeout  = 24 * time.Hour
 	grainAttempts   = 5
 	grainRetryDelay = 200 * time.Millisecond
+	// untakenWindow is how long a turn that a grain did not take (it was
+	// stopping, or its member drains: see actors.Dispatcher.Close) is
+	// asked again, every untakenRetryDelay; a member's --grace longer
+	// than this makes turns forwarded to it fail (503) instead of waiting.
+	untakenWindow     = 2 * time.Minute
+	untakenRetryDelay = 100 * time.Millisecond
 	// memberCheck is how often a running turn checks that the member
 	// hosting its grain is still in the cluster.
-	memberCheck = 500 * time.Millisecond
+	memberCheck = 100 * time.Millisecond
 )
 
 // Options configures a cluster member.
@@ -48,6 +58,14 @@ type Options struct {
 	// Provider is the membership provider: protoactor's etcd provider, or
 	// its automanaged provider for a static member list.
 	Provider protocluster.ClusterProvider
+	// TLS is the members' mutual TLS (LoadTLS): the remote transport
+	// (grains, gossip, events, the directory) accepts and dials only
+	// connections whose certificate the cluster's CA signed. Nil runs the
+	// transport in the clear, which only a cluster on one machine's
+	// loopback may do.
+	TLS *TLS
+	// Logger gets the member's membership changes.
+	Logger zerolog.Logger
 	// ServiceURL is the address this member's service (HTTP API) is
 	// reached at, told to the other members so that they can name the
 	// owner of a session to a client (Member.Owner). May be set later
@@ -96,6 +114,7 @@ type Member struct {
 // placement of sessions, which tells where a session lives.
 func Join(cfg actors.Config, co Options) (*Member, error) {
 	if err := co.Validate(); err != nil {
+		closeUnstarted(co.Provider)
 		return nil, err
 	}
 	sys := actors.NewActorSystem(cfg.Logger)
@@ -121,10 +140,19 @@ func Join(cfg actors.Config, co Options) (*Member, error) {
 		return start(sys, co, sessions, local, members, p)
 	})
 	if err != nil {
+		closeUnstarted(co.Provider)
 		sys.Shutdown()
 		return nil, err
 	}
 	return &Member{Dispatcher: d, p: p}, nil
+}
+
+// closeUnstarted closes a static member list whose member never started
+// (its membership port is open from NewStatic on).
+func closeUnstarted(p protocluster.ClusterProvider) {
+	if s, ok := p.(*Static); ok {
+		_ = s.Shutdown(false)
+	}
 }
 
 // Owner returns where session's grain lives now: the member the cluster's
@@ -133,6 +161,13 @@ func Join(cfg actors.Config, co Options) (*Member, error) {
 // once per member, bounded by ctx.
 func (m *Member) Owner(ctx context.Context, session string) Owner {
 	return m.p.owner(ctx, session)
+}
+
+// Successor returns where session's grain will live once this member has
+// left the cluster (the placement over the other members): a member that
+// drains names it to clients.
+func (m *Member) Successor(ctx context.Context, session string) Owner {
+	return m.p.successor(ctx, session)
 }
 
 // Advertise sets the service address this member tells the others (see
@@ -150,6 +185,11 @@ func start(sys *actor.ActorSystem, co Options, sessions *actor.Props, local func
 	if co.AdvertisedHost != "" {
 		opts = append(opts, remote.WithAdvertisedHost(co.AdvertisedHost))
 	}
+	if co.TLS != nil {
+		opts = append(opts,
+			remote.WithServerOptions(grpc.Creds(credentials.NewTLS(co.TLS.Server))),
+			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(co.TLS.Client))))
+	}
 	rc := remote.Configure(co.Host, co.Port, opts...)
 	cc := protocluster.Configure(co.Name, co.Provider, disthash.New(), rc,
 		protocluster.WithKinds(protocluster.NewKind(SessionKind, sessions)), protocluster.WithRequestTimeout(requestTimeout))
@@ -159,10 +199,12 @@ func start(sys *actor.ActorSystem, co Options, sessions *actor.Props, local func
 			local(e)
 		}
 	})
-	if _, err := sys.Root.SpawnNamed(relay, eventRelayName); err != nil {
+	relayPID, err := sys.Root.SpawnNamed(relay, eventRelayName)
+	if err != nil {
 		return nil, fmt.Errorf("starting the event relay: %w", err)
 	}
-	if _, err := sys.Root.SpawnNamed(p.directory(), directoryName); err != nil {
+	dirPID, err := sys.Root.SpawnNamed(p.directory(), directoryName)
+	if err != nil {
 		return nil, fmt.Errorf("starting the directory: %w", err)
 	}
 	// Follow the membership from before the member starts, so the first
@@ -178,6 +220,7 @@ func start(sys *actor.ActorSystem, co Options, sessions *actor.Props, local func
 		}
 	})
 	c.StartMember()
+	stopWatching := watchLiveness(c, co.Logger)
 	if members.Load() == nil {
 		var addrs []string
 		current := c.MemberList.Members().Members()
@@ -188,8 +231,31 @@ func start(sys *actor.ActorSystem, co Options, sessions *actor.Props, local func
 			p.update(current)
 		}
 	}
-	return &router{sys: sys, c: c, members: members, p: p, stop: func() {
+	return &router{sys: sys, c: c, members: members, p: p, log: co.Logger, stop: func() error {
 		sys.EventStream.Unsubscribe(sub)
-		c.Shutdown(true)
+		stopWatching()
+		return leave(c, relayPID, dirPID)
 	}}, nil
+}
+
+// leave takes a member out of the cluster in protoactor's order (its top
+// actors poisoned and waited for before anything is shut down; the actor
+// system itself is the Dispatcher's to shut down, once): it tells the
+// others it leaves (gossip) and leaves the membership (static: its
+// membership port closes, so the others drop it at their next check;
+// etcd: its key is deleted), so that the session's next owner activates
+// its grains at once; then its grains stop (passivated: their state is in
+// the store), then its own actors, gossip and the transport. Unlike
+// protoactor's Cluster.Shutdown it neither sleeps 2 s nor shuts the actor
+// system down itself.
+func leave(c *protocluster.Cluster, own ...*actor.PID) error {
+	c.Gossip.SetState(protocluster.GracefullyLeftKey, &emptypb.Empty{})
+	err := c.Config.ClusterProvider.Shutdown(true)
+	c.IdentityLookup.Shutdown()
+	for _, pid := range own {
+		_ = c.ActorSystem.Root.PoisonFuture(pid).Wait()
+	}
+	c.Gossip.Shutdown()
+	c.Remote.Shutdown(false)
+	return err
 }

@@ -42,15 +42,17 @@ type placement struct {
 	sys *actor.ActorSystem
 
 	rdv       atomic.Pointer[protocluster.Rendezvous] // rebuilt on each topology
+	members   atomic.Pointer[protocluster.Members]    // the topology's members
 	url       atomic.Pointer[string]                  // this member's service address
 	forwarded atomic.Uint64                           // requests sent to a grain on another member
 
-	mu   sync.Mutex
-	urls map[string]string // guarded by mu: member address → service address
+	mu      sync.Mutex
+	urls    map[string]string // guarded by mu: member address → service address
+	changed chan struct{}     // guarded by mu: closed and replaced on each topology
 }
 
 func newPlacement(sys *actor.ActorSystem, url string) *placement {
-	p := &placement{sys: sys, urls: map[string]string{}}
+	p := &placement{sys: sys, urls: map[string]string{}, changed: make(chan struct{})}
 	p.url.Store(&url)
 	p.rdv.Store(protocluster.NewRendezvous())
 	return p
@@ -62,6 +64,7 @@ func (p *placement) update(members protocluster.Members) {
 	rdv := protocluster.NewRendezvous()
 	rdv.UpdateMembers(members)
 	p.rdv.Store(rdv)
+	p.members.Store(&members)
 	present := map[string]bool{}
 	for _, m := range members {
 		present[m.Address()] = true
@@ -72,7 +75,16 @@ func (p *placement) update(members protocluster.Members) {
 			delete(p.urls, addr)
 		}
 	}
+	close(p.changed)
+	p.changed = make(chan struct{})
 	p.mu.Unlock()
+}
+
+// next returns a channel closed at the next topology.
+func (p *placement) next() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changed
 }
 
 // ownerAddress returns the cluster address of the member session's grain
@@ -84,7 +96,31 @@ func (p *placement) ownerAddress(session string) string {
 // owner returns where session lives, asking the owner for its service
 // address the first time (bounded by ctx and urlTimeout).
 func (p *placement) owner(ctx context.Context, session string) Owner {
-	addr := p.ownerAddress(session)
+	return p.ownerAt(ctx, session, p.ownerAddress(session))
+}
+
+// successor returns where session will live once this member has left:
+// the placement over the other members.
+func (p *placement) successor(ctx context.Context, session string) Owner {
+	ms := p.members.Load()
+	if ms == nil {
+		return Owner{}
+	}
+	self := p.sys.Address()
+	var rest protocluster.Members
+	for _, m := range *ms {
+		if m.Address() != self {
+			rest = append(rest, m)
+		}
+	}
+	rdv := protocluster.NewRendezvous()
+	rdv.UpdateMembers(rest)
+	return p.ownerAt(ctx, session, rdv.GetByClusterIdentity(&protocluster.ClusterIdentity{Identity: session, Kind: SessionKind}))
+}
+
+// ownerAt returns the member at addr as session's owner, asking it for its
+// service address the first time.
+func (p *placement) ownerAt(ctx context.Context, session, addr string) Owner {
 	if addr == "" {
 		return Owner{}
 	}
@@ -105,9 +141,9 @@ func (p *placement) owner(ctx context.Context, session string) Owner {
 	if sv, ok := res.(*wrapperspb.StringValue); ok && err == nil && sv.Value != "" {
 		url = sv.Value
 		p.mu.Lock()
-		// Only while the member is still placed: a member that left in
-		// the meantime is not remembered.
-		if p.ownerAddress(session) == addr {
+		// Only while the member is still a member: one that left in the
+		// meantime is not remembered.
+		if p.isMember(addr) {
 			p.urls[addr] = url
 		}
 		p.mu.Unlock()
@@ -122,4 +158,16 @@ func (p *placement) directory() *actor.Props {
 			ctx.Respond(wrapperspb.String(*p.url.Load()))
 		}
 	})
+}
+
+// isMember reports whether addr is in the topology.
+func (p *placement) isMember(addr string) bool {
+	if ms := p.members.Load(); ms != nil {
+		for _, m := range *ms {
+			if m.Address() == addr {
+				return true
+			}
+		}
+	}
+	return false
 }

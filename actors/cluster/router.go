@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -22,14 +23,27 @@ type router struct {
 	c       *protocluster.Cluster
 	members *atomic.Pointer[[]string] // the cluster's member addresses
 	p       *placement
-	stop    func()
+	stop    func() error
+	log     zerolog.Logger
+	// draining: this member drains (actors.Drainer); a turn a grain did
+	// not take ends with actors.ErrClosed.
+	draining atomic.Bool
 }
 
-// Turn runs a turn on the session's grain. A grain that was stopping (it
-// answers with a dead letter: nothing ran) or not yet placed is asked again.
+// Drain makes turns that a grain does not take end (actors.Drainer).
+func (r *router) Drain() { r.draining.Store(true) }
+
+// Turn runs a turn on the session's grain. A grain that was stopping, or
+// whose member drains (it answers with a dead letter: nothing ran), or not
+// yet placed is asked again: a draining member's grains take turns again
+// on the session's next owner once the member has left.
 func (r *router) Turn(ctx context.Context, t *messages.DispatchTurn) (any, error) {
+	var untaken time.Time // the first dead letter
 	for attempt := 0; ; attempt++ {
-		pid := r.c.Get(t.Session, SessionKind)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("the turn was not taken before it was canceled; nothing ran: %w", err)
+		}
+		pid := r.grain(ctx, t.Session)
 		if pid == nil {
 			if attempt >= grainAttempts {
 				return nil, fmt.Errorf("no member can host session %q", t.Session)
@@ -41,14 +55,56 @@ func (r *router) Turn(ctx context.Context, t *messages.DispatchTurn) (any, error
 			r.p.forwarded.Add(1)
 		}
 		res, err := r.await(ctx, pid, t)
-		if deadLetter(res, err) && attempt < grainAttempts {
-			// The grain moved or passivated before it took the turn:
-			// nothing ran, ask again.
-			r.c.PidCache.Remove(t.Session, SessionKind)
-			time.Sleep(grainRetryDelay)
-			continue
+		if deadLetter(res, err) {
+			if r.draining.Load() {
+				return nil, fmt.Errorf("this member is shutting down and the session's grain did not take the turn; nothing ran: %w", actors.ErrClosed)
+			}
+			if untaken.IsZero() {
+				untaken = time.Now()
+			}
+			if time.Since(untaken) < untakenWindow {
+				// The grain moved, passivated or its member drains:
+				// nothing ran, ask again.
+				r.c.PidCache.Remove(t.Session, SessionKind)
+				time.Sleep(untakenRetryDelay)
+				continue
+			}
 		}
 		return res, err
+	}
+}
+
+// grain returns the PID of session's grain (nil if none could be had).
+// protoactor's lookup asks the placed member's activator and waits for it
+// up to its timeout (5 s) even when that member just died; a topology that
+// changes meanwhile (the dead member dropped) makes the lookup be asked
+// again at once, over the new members. An abandoned lookup ends by its
+// own timeout.
+func (r *router) grain(ctx context.Context, session string) *actor.PID {
+	for {
+		changed := r.p.next()
+		got := make(chan *actor.PID, 1)
+		go func() { got <- r.c.Get(session, SessionKind) }()
+		tick := time.NewTicker(probeEvery)
+	wait:
+		for {
+			select {
+			case pid := <-got:
+				tick.Stop()
+				return pid
+			case <-changed:
+				break wait
+			case <-tick.C:
+				// The lookup waits on the placed member: is it dead?
+				if addr := r.p.ownerAddress(session); addr != "" && addr != r.sys.Address() {
+					probe(r.c, addr, r.log)
+				}
+			case <-ctx.Done():
+				tick.Stop()
+				return nil
+			}
+		}
+		tick.Stop()
 	}
 }
 
@@ -77,6 +133,7 @@ func (r *router) await(ctx context.Context, pid *actor.PID, t *messages.Dispatch
 	tick := time.NewTicker(memberCheck)
 	defer tick.Stop()
 	canceled := ctx.Done()
+	probed := time.Now()
 	for {
 		select {
 		case rep := <-done:
@@ -87,6 +144,12 @@ func (r *router) await(ctx context.Context, pid *actor.PID, t *messages.Dispatch
 		case <-tick.C:
 			if !r.isMember(pid.Address) {
 				return nil, actors.ErrMemberLeft
+			}
+			if pid.Address != r.sys.Address() && time.Since(probed) >= probeEvery {
+				// A member whose death broke no connection of ours
+				// is found here.
+				probed = time.Now()
+				probe(r.c, pid.Address, r.log)
 			}
 		}
 	}
@@ -105,10 +168,9 @@ func (r *router) Request(ctx context.Context, session string, msg any) (any, err
 	return r.c.Request(session, SessionKind, msg, protocluster.WithTimeout(timeout))
 }
 
-// Close leaves the cluster.
+// Close leaves the cluster (see leave).
 func (r *router) Close() error {
-	r.stop()
-	return nil
+	return r.stop()
 }
 
 // isMember reports whether addr is a member of the cluster now.

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,12 +20,13 @@ import (
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/cachestore/postgres"
 	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/belt"
+	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service"
 	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
 )
 
 const (
-	// membershipTTL is how often static membership is checked.
-	membershipTTL = time.Second
+	// etcdDialTimeout bounds connecting to etcd.
+	etcdDialTimeout = 5 * time.Second
 	// postgresOpenTimeout bounds connecting to the shared store at start.
 	postgresOpenTimeout = 30 * time.Second
 )
@@ -100,7 +100,7 @@ func clusterKeyError(err error, cfg *fileConfig) error {
 
 // clusterOptions builds the member's cluster options from the flags: etcd
 // membership with --etcd, a static member list with --peers.
-func clusterOptions(o *options) (tdcluster.Options, error) {
+func clusterOptions(o *options, cfg *fileConfig, log zerolog.Logger) (tdcluster.Options, error) {
 	host, portText, err := net.SplitHostPort(o.clusterAddr)
 	if err != nil {
 		return tdcluster.Options{}, fmt.Errorf("--cluster-addr: %w", err)
@@ -109,21 +109,36 @@ func clusterOptions(o *options) (tdcluster.Options, error) {
 	if err != nil {
 		return tdcluster.Options{}, fmt.Errorf("--cluster-addr: bad port %q", portText)
 	}
-	co := tdcluster.Options{Name: o.clusterName, Host: host, Port: port}
-	switch {
-	case o.etcd != "" && o.peers != "":
+	co := tdcluster.Options{Name: o.clusterName, Host: host, Port: port, Logger: log.With().Str("component", "cluster").Logger()}
+	if o.etcd != "" && o.peers != "" {
 		return co, errors.New("give --etcd or --peers, not both")
+	}
+	if o.peers != "" && o.automanagePort <= 0 {
+		return co, errors.New("--peers needs --automanage-port, this member's entry in the list")
+	}
+	if co.TLS, err = clusterTLS(o, cfg); err != nil {
+		return co, err
+	}
+	switch {
 	case o.etcd != "":
-		p, err := etcd.NewWithConfig("/tooldispatch", clientv3.Config{Endpoints: splitList(o.etcd), DialTimeout: 5 * time.Second})
+		ec := clientv3.Config{Endpoints: splitList(o.etcd), DialTimeout: etcdDialTimeout}
+		if co.TLS != nil && hasHTTPS(ec.Endpoints) {
+			// An etcd that checks client certificates against the
+			// cluster's CA takes registrations from members only.
+			ec.TLS = co.TLS.Client.Clone()
+		}
+		p, err := etcd.NewWithConfig("/tooldispatch", ec)
 		if err != nil {
 			return co, fmt.Errorf("--etcd: %w", err)
 		}
 		co.Provider = p
 	case o.peers != "":
-		if o.automanagePort <= 0 {
-			return co, errors.New("--peers needs --automanage-port, this member's entry in the list")
+		p, err := tdcluster.NewStatic(tdcluster.StaticOptions{Listen: net.JoinHostPort(host, strconv.Itoa(o.automanagePort)),
+			Peers: splitList(o.peers), TLS: co.TLS, Logger: log.With().Str("component", "membership").Logger()})
+		if err != nil {
+			return co, fmt.Errorf("--automanage-port: %w", err)
 		}
-		co.Provider = automanaged.NewWithConfig(membershipTTL, o.automanagePort, splitList(o.peers)...)
+		co.Provider = p
 	default:
 		return co, errors.New("--cluster needs a membership: --peers (static list) or --etcd")
 	}
@@ -143,6 +158,16 @@ type clusterConfig struct {
 	// 307 Temporary Redirect to the owner, without running it, instead of
 	// forwarding it over the cluster (--redirect turns it on too).
 	Redirect bool `toml:"redirect"`
+	// CAFile, CertFile and KeyFile are the members' mutual TLS (PEM): the
+	// cluster's CA certificate, and this member's certificate (signed by
+	// that CA, naming the --cluster-addr host) and its key. Every
+	// connection between members, and every static membership check,
+	// presents the certificate and accepts only a peer the CA signed. A
+	// member whose --cluster-addr is not loopback, or that has a --token,
+	// refuses to start without them.
+	CAFile   string `toml:"ca_file"`
+	CertFile string `toml:"cert_file"`
+	KeyFile  string `toml:"key_file"`
 }
 
 // validate names the first bad key.
@@ -152,7 +177,49 @@ func (c clusterConfig) validate() error {
 			return fmt.Errorf("cluster.service_url: %w", err)
 		}
 	}
+	set := 0
+	for _, f := range []string{c.CAFile, c.CertFile, c.KeyFile} {
+		if f != "" {
+			set++
+		}
+	}
+	if set != 0 && set != 3 {
+		return errors.New("cluster.ca_file, cluster.cert_file and cluster.key_file go together: give all three or none")
+	}
 	return nil
+}
+
+// tlsFiles reports whether the members' mutual TLS is configured.
+func (c clusterConfig) tlsFiles() bool { return c.CAFile != "" }
+
+// errClusterTLSRequired: a member that must authenticate its peers has no
+// certificates.
+var errClusterTLSRequired = errors.New("the cluster port needs mutual TLS")
+
+// clusterTLS loads the members' mutual TLS, or refuses a member that needs
+// it and has none: one whose --cluster-addr is not loopback (anyone who
+// can reach the port could send its grains orders: approve a call, answer
+// a question, run a turn) or that has a --token (the cluster port must not
+// be a way around it). Nil without [cluster] ca_file on a loopback member
+// without a token.
+func clusterTLS(o *options, cfg *fileConfig) (*tdcluster.TLS, error) {
+	if cfg.Cluster.tlsFiles() {
+		t, err := tdcluster.LoadTLS(cfg.Cluster.CAFile, cfg.Cluster.CertFile, cfg.Cluster.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("[cluster] ca_file, cert_file, key_file: %w", err)
+		}
+		return t, nil
+	}
+	host, _, _ := net.SplitHostPort(o.clusterAddr)
+	switch {
+	case !service.IsLoopbackHost(host):
+		return nil, fmt.Errorf("%w: --cluster-addr %s is not loopback; set [cluster] ca_file, cert_file and key_file "+
+			"(see docs/CLUSTER.md: tooldispatch cluster certs makes them)", errClusterTLSRequired, o.clusterAddr)
+	case o.token != "":
+		return nil, fmt.Errorf("%w: the service has a --token, and the cluster port must not be a way around it; "+
+			"set [cluster] ca_file, cert_file and key_file (see docs/CLUSTER.md: tooldispatch cluster certs makes them)", errClusterTLSRequired)
+	}
+	return nil, nil
 }
 
 // checkServiceURL accepts an http or https URL without query or fragment.
@@ -203,3 +270,19 @@ func (p memberPlacement) Owner(ctx context.Context, session string) (string, boo
 }
 
 func (p memberPlacement) Forwarded() uint64 { return p.m.Forwarded() }
+
+// Successor names the member that will own session once this one has
+// left (service.Successor).
+func (p memberPlacement) Successor(ctx context.Context, session string) string {
+	return p.m.Successor(ctx, session).URL
+}
+
+// hasHTTPS reports whether any etcd endpoint is an https URL.
+func hasHTTPS(endpoints []string) bool {
+	for _, e := range endpoints {
+		if strings.HasPrefix(e, "https://") {
+			return true
+		}
+	}
+	return false
+}

@@ -151,6 +151,11 @@ var configKeyRows = []configKeyRow{
 	// integration_test TestClusterOwnerRedirect and TestClusterOwnerHeader.
 	{key: "cluster.service_url", effect: testConfigClusterServiceURL},
 	{key: "cluster.redirect", effect: testConfigClusterRedirect},
+	// [cluster] TLS: clusterTLS (clusterOptions) gives actors/cluster
+	// Options.TLS; end to end in integration_test TestClusterNonMemberRefused.
+	{key: "cluster.ca_file", effect: testConfigClusterTLS},
+	{key: "cluster.cert_file", effect: testConfigClusterTLS},
+	{key: "cluster.key_file", effect: testConfigClusterTLS},
 }
 
 func TestConfigKeysHaveTheirEffect(t *testing.T) {

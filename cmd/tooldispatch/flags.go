@@ -179,7 +179,7 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 		fs.StringVar(&o.clusterName, "cluster", "", "join the protoactor cluster `NAME`: sessions become grains over a shared PostgreSQL store")
 		fs.StringVar(&o.clusterAddr, "cluster-addr", "127.0.0.1:0", "`HOST:PORT` of this member's cluster endpoint")
 		fs.StringVar(&o.peers, "peers", "", "static membership: comma-separated `HOST:PORT` list of every member's --automanage-port")
-		fs.IntVar(&o.automanagePort, "automanage-port", 0, "`PORT` this member answers static-membership checks on")
+		fs.IntVar(&o.automanagePort, "automanage-port", 0, "`PORT` this member answers static-membership checks on (on the --cluster-addr host, over [cluster] mutual TLS)")
 		fs.StringVar(&o.etcd, "etcd", "", "membership through etcd: comma-separated `ENDPOINTS`")
 		fs.StringVar(&o.postgres, "postgres", "", "the cluster's shared store: PostgreSQL `URL`; every local user can see it in the process list: prefer --postgres-file or $"+postgresEnv)
 		fs.StringVar(&o.postgresFile, "postgres-file", "", "read the cluster's PostgreSQL URL from `FILE` (default $"+postgresEnv+")")

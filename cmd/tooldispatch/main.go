@@ -51,6 +51,7 @@ const usageText = `Usage:
   tooldispatch serve   [flags]            HTTP service, default address 127.0.0.1:8723
   tooldispatch chaos   plan|report        chaos mode: print a policy's faults before a run, or report them after
   tooldispatch bench   [flags]            the dispatch benchmark: tooldispatch against a bare dispatcher and eino
+  tooldispatch cluster certs [flags] NAME  make the mutual TLS certificates of a cluster member
   tooldispatch version                    print the version, the commit and the Go version
 
 Run "tooldispatch COMMAND --help" for the flags of a command.
@@ -137,6 +138,8 @@ func (e *env) main(args []string) int {
 		err = e.cmdBench(rest)
 	case "version":
 		err = e.cmdVersion(rest)
+	case "cluster":
+		err = e.cmdCluster(rest)
 	case "help", "-h", "-help", "--help":
 		if cmd == "help" && len(rest) > 0 && rest[0] != "help" {
 			// "help COMMAND" is "COMMAND --help".

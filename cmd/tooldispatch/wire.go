@@ -68,7 +68,11 @@ func ownFiles(o *options, cfg *fileConfig) []string {
 	if config == "" {
 		config = os.Getenv(configEnv)
 	}
-	return []string{o.data, keyFilePath(cfg, o.data), config, o.tokenFile, o.postgresFile}
+	own := []string{o.data, keyFilePath(cfg, o.data), config, o.tokenFile, o.postgresFile}
+	if cfg.Cluster.tlsFiles() {
+		own = append(own, cfg.Cluster.CAFile, cfg.Cluster.CertFile, cfg.Cluster.KeyFile)
+	}
+	return own
 }
 
 // keyFilePath is the file of the secrets' key: [secrets] key_file, or
@@ -175,7 +179,7 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 	bc := beltConfig(ws, store, o.data, o, cfg, nil, log)
 	if o.clusterName != "" {
 		var cerr error
-		if co, cerr = clusterOptions(o); cerr != nil {
+		if co, cerr = clusterOptions(o, cfg, log); cerr != nil {
 			s.close(log)
 			return nil, failf(exitUsage, "%v", cerr)
 		}

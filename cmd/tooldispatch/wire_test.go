@@ -39,8 +39,9 @@ func pgTestServer(t *testing.T) string {
 }
 
 // TestClusterStartFailureIsAnError: when the cluster member cannot start
-// (here: --cluster-addr names no host), opening the stack fails with an
-// error instead of returning a stack without a dispatcher.
+// (here: --cluster-addr names no host; the member has its certificates, so
+// that it gets that far), opening the stack fails with an error instead of
+// returning a stack without a dispatcher.
 func TestClusterStartFailureIsAnError(t *testing.T) {
 	pg := pgTestServer(t)
 	e, _, _ := testEnv(nil)
@@ -50,7 +51,11 @@ func TestClusterStartFailureIsAnError(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	o, err := e.parseFlags("serve", []string{"--workspace", t.TempDir(), "--data", t.TempDir(),
+	certs := t.TempDir()
+	makeCerts(t, certs, "m0")
+	config := writeConfig(t, "[cluster]\nca_file = \""+filepath.Join(certs, "ca.pem")+"\"\ncert_file = \""+
+		filepath.Join(certs, "m0.pem")+"\"\nkey_file = \""+filepath.Join(certs, "m0-key.pem")+"\"\n")
+	o, err := e.parseFlags("serve", []string{"--workspace", t.TempDir(), "--data", t.TempDir(), "--config", config,
 		"--cluster", "test", "--cluster-addr", ":0", "--postgres", pg,
 		"--peers", fmt.Sprintf("127.0.0.1:%d", port), "--automanage-port", fmt.Sprint(port)})
 	if err != nil {

@@ -34,7 +34,7 @@ type dispatched struct {
 // committed.
 func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 	if s.shuttingDown() {
-		writeError(w, errShuttingDown())
+		s.refuseShuttingDown(w, r)
 		return
 	}
 	r = withTraceContext(r)
@@ -57,7 +57,7 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	if s.shuttingDown() {
-		writeError(w, errShuttingDown())
+		s.refuseShuttingDown(w, r)
 		return
 	}
 	s.runs.put(key, decl)

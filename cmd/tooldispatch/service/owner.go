@@ -40,6 +40,40 @@ type Placement interface {
 	Forwarded() uint64
 }
 
+// Successor is implemented by a Placement that tells where a session will
+// live once this member has left the cluster: a member that shuts down
+// names that member to the turns it refuses (503, or 307 in redirect
+// mode).
+type Successor interface {
+	Successor(ctx context.Context, session string) (url string)
+}
+
+// refuseShuttingDown answers a turn that arrives while the service shuts
+// down: 503, naming the session's next owner in a cluster (OwnerHeader),
+// or in redirect mode 307 to it.
+func (s *Server) refuseShuttingDown(w http.ResponseWriter, r *http.Request) {
+	e := errShuttingDown()
+	if succ, ok := s.opts.Cluster.(Successor); ok {
+		ctx, cancel := context.WithTimeout(r.Context(), ownerTimeout)
+		url := succ.Successor(ctx, r.PathValue("session"))
+		cancel()
+		if url != "" {
+			w.Header().Set(OwnerHeader, url)
+			if s.opts.Redirect && s.mayRedirect(r) {
+				s.opts.Metrics.redirects.Inc()
+				q := r.URL.Query()
+				q.Set(RedirectedParam, "1")
+				w.Header().Set("Location", strings.TrimSuffix(url, "/")+r.URL.EscapedPath()+"?"+q.Encode())
+				w.Header().Set("Cache-Control", "no-store")
+				w.WriteHeader(http.StatusTemporaryRedirect)
+				return
+			}
+			e = errorf(http.StatusServiceUnavailable, "this member is shutting down; the session's next owner is %s", url)
+		}
+	}
+	writeError(w, e)
+}
+
 // owned wraps a handler of a /v1/sessions/{session}/… route: the response
 // names the session's owner (OwnerHeader) as the placement has it when the
 // response starts (a turn that waited for the cluster to move its session
@@ -84,6 +118,9 @@ func (w *ownerWriter) start() {
 		return
 	}
 	w.started = true
+	if w.Header().Get(OwnerHeader) != "" {
+		return // named already (the next owner of a member shutting down)
+	}
 	ctx, cancel := context.WithTimeout(w.r.Context(), ownerTimeout)
 	defer cancel()
 	if url, _ := w.p.Owner(ctx, w.session); url != "" {

@@ -149,3 +149,38 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// leavingPlacement is a fakePlacement of a member that drains: it names
+// each session's next owner.
+type leavingPlacement struct {
+	fakePlacement
+	next string
+}
+
+func (p *leavingPlacement) Successor(context.Context, string) string { return p.next }
+
+// TestShutdownNamesNextOwner: a cluster member that shuts down answers a
+// new turn 503 naming the session's next owner (the header and the
+// message), or in redirect mode 307 to it; nothing runs.
+func TestShutdownNamesNextOwner(t *testing.T) {
+	for _, redirect := range []bool{false, true} {
+		p := &leavingPlacement{fakePlacement: fakePlacement{self: "http://self.test:1"}, next: "http://next.test:2"}
+		f := newFixture(t, fixtureOpts{cluster: p, redirect: redirect})
+		noRedirects(f)
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		if err := f.srv.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		resp, body := f.do("POST", "/v1/sessions/near/turns", turn("r", "all", call(t, "c1", "calculate", map[string]any{"expression": "6*7"})))
+		if got := resp.Header.Get(OwnerHeader); got != p.next {
+			t.Errorf("redirect %v: %s = %q, want the next owner %q", redirect, OwnerHeader, got, p.next)
+		}
+		switch {
+		case redirect && (resp.StatusCode != http.StatusTemporaryRedirect || !strings.HasPrefix(resp.Header.Get("Location"), p.next+"/v1/sessions/near/turns?")):
+			t.Errorf("redirect mode: %d Location %q, want 307 to the next owner", resp.StatusCode, resp.Header.Get("Location"))
+		case !redirect && (resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "next owner is "+p.next)):
+			t.Errorf("a turn while shutting down: %d %s, want 503 naming the next owner", resp.StatusCode, body)
+		}
+	}
+}

@@ -299,6 +299,10 @@ func ListenCheck(addr, token string) error {
 	return fmt.Errorf("%w (address %s is %s, not loopback; set a token)", ErrTokenRequired, addr, host)
 }
 
+// IsLoopbackHost reports whether host names this machine's loopback
+// interface: a loopback IP, "localhost" or a name under ".localhost".
+func IsLoopbackHost(host string) bool { return isLoopbackHost(host) }
+
 // isLoopbackHost reports whether host names this machine's loopback
 // interface: a loopback IP, "localhost" or a name under ".localhost".
 func isLoopbackHost(host string) bool {

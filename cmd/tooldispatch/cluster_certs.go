@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Certificates made by "tooldispatch cluster certs".
+const (
+	// caValidity is how long the cluster's CA is valid.
+	caValidity = 10 * 365 * 24 * time.Hour
+	// memberValidity is how long a member's certificate is valid.
+	memberValidity = 2 * 365 * 24 * time.Hour
+	// certBackdate covers clocks that lag the machine that made them.
+	certBackdate = time.Hour
+)
+
+const clusterUsage = `Usage: tooldispatch cluster certs --dir DIR --host HOST[,HOST…] NAME
+
+Makes the certificates of the members' mutual TLS ([cluster] ca_file, cert_file,
+key_file; docs/CLUSTER.md): the cluster's CA in DIR/ca.pem and DIR/ca-key.pem
+(made once, kept afterwards), and member NAME's certificate DIR/NAME.pem and key
+DIR/NAME-key.pem, signed by that CA and naming each HOST (the --cluster-addr
+host others dial, and the host of its --automanage-port). Keys are written with
+mode 0600; keep ca-key.pem off the members.
+
+Flags:
+`
+
+// cmdCluster implements "tooldispatch cluster certs".
+func (e *env) cmdCluster(args []string) error {
+	if len(args) == 0 || args[0] != "certs" {
+		if wantsHelp(args) {
+			fmt.Fprint(e.stdout, clusterUsage)
+			return nil
+		}
+		fmt.Fprint(e.stderr, clusterUsage)
+		return &exitError{code: exitUsage}
+	}
+	fs := flag.NewFlagSet("cluster certs", flag.ContinueOnError)
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	dir := fs.String("dir", "", "the `DIR` holding the CA and the members' certificates")
+	hosts := fs.String("host", "", "comma-separated `HOSTS` (names or IP addresses) the member is dialled at")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), clusterUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			_, _ = e.stdout.Write(out.Bytes())
+			return nil
+		}
+		_, _ = e.stderr.Write(out.Bytes())
+		return &exitError{code: exitUsage}
+	}
+	if fs.NArg() != 1 || *dir == "" || *hosts == "" {
+		return failf(exitUsage, "cluster certs: give --dir, --host and one member NAME")
+	}
+	name := fs.Arg(0)
+	if name == "ca" || filepath.Base(name) != name || name == "." || name == ".." {
+		return failf(exitUsage, "cluster certs: bad member name %q", name)
+	}
+	if err := os.MkdirAll(*dir, 0o700); err != nil {
+		return failf(exitFailure, "cluster certs: %v", err)
+	}
+	ca, caKey, err := loadOrMakeCA(*dir)
+	if err != nil {
+		return failf(exitFailure, "cluster certs: %v", err)
+	}
+	if err := makeMemberCert(*dir, name, splitList(*hosts), ca, caKey); err != nil {
+		return failf(exitFailure, "cluster certs: %v", err)
+	}
+	fmt.Fprintf(e.stdout, "ca_file = %q\ncert_file = %q\nkey_file = %q\n",
+		filepath.Join(*dir, "ca.pem"), filepath.Join(*dir, name+".pem"), filepath.Join(*dir, name+"-key.pem"))
+	return nil
+}
+
+// loadOrMakeCA reads DIR/ca.pem and DIR/ca-key.pem, or makes them.
+func loadOrMakeCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	certPath, keyPath := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem")
+	if certPEM, err := os.ReadFile(certPath); err == nil {
+		keyPEM, err := os.ReadFile(keyPath)
+		if err != nil {
+			return nil, nil, fmt.Errorf("the CA's key: %w", err)
+		}
+		cb, _ := pem.Decode(certPEM)
+		kb, _ := pem.Decode(keyPEM)
+		if cb == nil || kb == nil {
+			return nil, nil, fmt.Errorf("%s or %s is not PEM", certPath, keyPath)
+		}
+		ca, err := x509.ParseCertificate(cb.Bytes)
+		if err != nil {
+			return nil, nil, err
+		}
+		key, err := x509.ParseECPrivateKey(kb.Bytes)
+		if err != nil {
+			return nil, nil, fmt.Errorf("the CA's key: %w", err)
+		}
+		return ca, key, nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: "tooldispatch cluster CA"},
+		NotBefore:             now.Add(-certBackdate),
+		NotAfter:              now.Add(caValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	ca, _ := x509.ParseCertificate(der)
+	if err := writePEM(keyPath, "EC PRIVATE KEY", mustMarshalEC(key), 0o600); err != nil {
+		return nil, nil, err
+	}
+	if err := writePEM(certPath, "CERTIFICATE", der, 0o644); err != nil {
+		return nil, nil, err
+	}
+	return ca, key, nil
+}
+
+// makeMemberCert writes DIR/NAME.pem and DIR/NAME-key.pem: a certificate
+// for both ends of a connection, naming hosts, signed by the CA.
+func makeMemberCert(dir, name string, hosts []string, ca *x509.Certificate, caKey *ecdsa.PrivateKey) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    now.Add(-certBackdate),
+		NotAfter:     now.Add(memberValidity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	if err := writePEM(filepath.Join(dir, name+"-key.pem"), "EC PRIVATE KEY", mustMarshalEC(key), 0o600); err != nil {
+		return err
+	}
+	return writePEM(filepath.Join(dir, name+".pem"), "CERTIFICATE", der, 0o644)
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return n
+}
+
+func mustMarshalEC(k *ecdsa.PrivateKey) []byte {
+	b, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		panic(err) // a P-256 key always marshals
+	}
+	return b
+}
+
+// writePEM writes one PEM block to a new file (an existing one is an
+// error: certificates are not replaced behind the operator's back).
+func writePEM(path, kind string, der []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if err := pem.Encode(f, &pem.Block{Type: kind, Bytes: der}); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
