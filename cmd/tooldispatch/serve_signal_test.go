@@ -19,7 +19,7 @@ import (
 // serve exits 143, without a panic.
 func TestServeSIGTERMCancelsAtTheGrace(t *testing.T) {
 	ws := exampleWorkspace(t)
-	cmd := command(t, nil, "serve", "--addr", "127.0.0.1:0", "--workspace", ws, "--data", t.TempDir(), "--approve", "all", "--grace", "1s")
+	cmd := command(t, nil, "serve", "--addr", "127.0.0.1:0", "--workspace", ws, "--data", t.TempDir(), "--approve", "all", "--shell", "--grace", "1s")
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,11 @@ func TestServeSIGTERMCancelsAtTheGrace(t *testing.T) {
 		if _, err := os.Stat(marker); err == nil {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case rep := <-done:
+			t.Fatalf("the turn ended before its command started: %+v", rep)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
