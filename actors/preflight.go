@@ -46,6 +46,7 @@ type preflightActor struct {
 	inTurn   map[string]*callPlan // by de-dup key: the first identical call of this turn
 	invalid  map[string]bool      // run-state de-dup keys made stale earlier in this turn
 	answered map[string]bool      // call ids whose confirmation was answered
+	loaded   map[string]bool      // tools whose schema an earlier call of this turn loaded (AutoLoadSchemas)
 
 	budget *toolkit.MatchBudget // the turn's pattern matching; made by check
 
@@ -58,8 +59,8 @@ type preflightActor struct {
 }
 
 func newPreflightActor(in *preflightInput) *preflightActor {
-	// seenIDs and inTurn are sized by sizeFor; invalid and answered are
-	// made when first written (most turns write neither).
+	// seenIDs and inTurn are sized by sizeFor; invalid, answered and
+	// loaded are made when first written (most turns write none).
 	return &preflightActor{in: in}
 }
 
@@ -233,11 +234,17 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 	if errors.Is(verr, toolkit.ErrCheckCanceled) {
 		return a.refuse(p, verr), false
 	}
-	if !in.view.StartsFetched(p.name) && !in.runState.Fetched[p.name] {
+	if !in.view.StartsFetched(p.name) && !in.runState.Fetched[p.name] && !a.loaded[p.name] {
 		p.fetch = true
 		if !in.autoLoad || verr != nil {
 			return a.decide(p, toolkit.StatusSchemaReturned, schemaReturnedText(tool, verr)), false
 		}
+		// Loaded: later calls of the tool in this turn are validated
+		// like calls of a fetched tool.
+		if a.loaded == nil {
+			a.loaded = map[string]bool{}
+		}
+		a.loaded[p.name] = true
 	}
 	// 7. Validation.
 	if verr != nil {
