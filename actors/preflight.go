@@ -77,12 +77,12 @@ func (a *preflightActor) Receive(ctx actor.Context) {
 		a.approverReply(ctx, m)
 	case *confirmTimedOut:
 		if a.asking != nil && a.asking.idx == m.idx {
-			a.decideAsk(ctx, false, fmt.Sprintf("no answer within %s", a.in.cfg.ConfirmTimeout))
+			a.decideAsk(ctx, false, ConfirmTimedOut, fmt.Sprintf("no answer within %s", a.in.cfg.ConfirmTimeout))
 		}
 	case *messages.CancelTurn:
 		a.canceled = true
 		if a.asking != nil {
-			a.decideAsk(ctx, false, "the turn was canceled")
+			a.decideAsk(ctx, false, ConfirmCanceled, "the turn was canceled")
 		}
 	case *actor.Stopping:
 		if a.askTimer != nil {
@@ -368,7 +368,7 @@ func (a *preflightActor) confirmReply(ctx actor.Context, m *messages.ConfirmRepl
 	if m.Reason != "" {
 		reason += ": " + messages.ClipText(m.Reason, 500)
 	}
-	a.decideAsk(ctx, m.Approve, reason)
+	a.decideAsk(ctx, m.Approve, answerStatus(m.Approve), reason)
 }
 
 // approverReply settles the pending confirmation with the Approver's
@@ -383,13 +383,18 @@ func (a *preflightActor) approverReply(ctx actor.Context, m *approverReply) {
 	if m.reason != "" {
 		reason += ": " + messages.ClipText(m.reason, 500)
 	}
-	a.decideAsk(ctx, m.approve, reason)
+	a.decideAsk(ctx, m.approve, answerStatus(m.approve), reason)
 }
 
 // decideAsk settles the pending confirmation and goes on with the next call.
-func (a *preflightActor) decideAsk(ctx actor.Context, approved bool, reason string) {
+// A confirmation asked with a tool_confirm event is settled with an
+// EventConfirmDecided of status how, in the turn's sequence of events.
+func (a *preflightActor) decideAsk(ctx actor.Context, approved bool, how, reason string) {
 	p := a.asking
 	a.asking = nil
+	if a.in.cfg.Approver == nil && a.in.em.active() {
+		a.in.em.emit(&messages.Event{Kind: EventConfirmDecided, CallId: p.id, Tool: p.name, Status: how})
+	}
 	a.in.cfg.Observer.ConfirmWait(p.name, approved, time.Since(a.askedAt))
 	if a.answered == nil {
 		a.answered = map[string]bool{}
@@ -410,4 +415,12 @@ func (a *preflightActor) decideAsk(ctx actor.Context, approved bool, reason stri
 		a.decide(p, toolkit.StatusSkipped, skippedText(reason))
 	}
 	a.proceed(ctx)
+}
+
+// answerStatus is the EventConfirmDecided status of an answer.
+func answerStatus(approve bool) string {
+	if approve {
+		return ConfirmApproved
+	}
+	return ConfirmDenied
 }

@@ -119,7 +119,7 @@ func TestOperatorPageRender(t *testing.T) {
 		t.Errorf("GET /static/../server.go: %d", resp.StatusCode)
 	}
 
-	if resp, body := f.do("POST", "/v1/sessions/page-s/confirm/e1", map[string]any{"approve": false}); resp.StatusCode != http.StatusOK {
+	if resp, body := f.do("POST", "/v1/sessions/page-s/confirm/e1", map[string]any{"approve": false, "args_hash": asked.ArgsHash}); resp.StatusCode != http.StatusOK {
 		t.Fatalf("deny: %d %s", resp.StatusCode, body)
 	}
 	awaitTurn(t, done)

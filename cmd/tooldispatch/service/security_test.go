@@ -2,6 +2,8 @@ package service
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -148,5 +150,31 @@ func TestSecurityHeaders(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a foreign Host without a token: %d, want 403", resp.StatusCode)
+	}
+}
+
+// TestCrossSiteFormsCannotPost: a web page can send a form or text/plain
+// body to any address without a CORS preflight. A body of those types is
+// refused (415) even when it holds valid JSON, so another site's page in
+// the operator's browser cannot post a turn or an answer to the token-less
+// loopback service: nothing runs and nothing is written.
+func TestCrossSiteFormsCannotPost(t *testing.T) {
+	f := newFixture(t, fixtureOpts{approve: "all"})
+	body := `{"approve":"all","provider":"claude-code","auto_load_schemas":true,"message":{"role":"assistant","tool_calls":[` +
+		`{"id":"x","type":"function","function":{"name":"edit_file","arguments":"{\"path\":\"csrf.txt\",\"content\":\"x\"}"}}]}}`
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "text/plain; charset=utf-8"} {
+		h := http.Header{"Content-Type": {ct}, "Origin": {"https://evil.example"}}
+		for _, path := range []string{"/v1/sessions/csrf/turns", "/v1/sessions/csrf/confirm/x"} {
+			resp, data := f.request(t.Context(), "POST", path, body, h)
+			if resp.StatusCode != http.StatusUnsupportedMediaType {
+				t.Errorf("POST %s as %s: %d %s, want 415", path, ct, resp.StatusCode, data)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "csrf.txt")); !os.IsNotExist(err) {
+		t.Errorf("csrf.txt exists (%v): a cross-site form ran a call", err)
+	}
+	if resp, _ := f.do("GET", "/v1/sessions/csrf", nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /v1/sessions/csrf: %d, want 404: nothing may be committed", resp.StatusCode)
 	}
 }
