@@ -23,7 +23,7 @@ const (
 	pageStoredTurns = 5
 )
 
-//go:embed page.html page.js page.css
+//go:embed page.html page.js page.css login.html
 var pageFiles embed.FS
 
 // staticTypes are the page's assets and their content types.
@@ -87,11 +87,12 @@ type pageCall struct {
 	Status string
 }
 
-// parsePage parses the page template.
-func parsePage() (*template.Template, error) {
-	t, err := template.New("page.html").ParseFS(pageFiles, "page.html")
+// parsePage parses the template of the page called name (page.html,
+// login.html).
+func parsePage(name string) (*template.Template, error) {
+	t, err := template.New(name).ParseFS(pageFiles, name)
 	if err != nil {
-		return nil, fmt.Errorf("service: parsing the operator page: %w", err)
+		return nil, fmt.Errorf("service: parsing %s: %w", name, err)
 	}
 	return t, nil
 }

@@ -10,8 +10,9 @@ import (
 
 const testToken = "test-token-0123456789"
 
-// TestBearerAuth: with a token, every request but the health check needs
-// it; the page can exchange ?token= for a cookie.
+// TestBearerAuth: with a token, every request but the health check and
+// the login page needs it, as a bearer token or the page's cookie (the
+// login itself: login_test.go).
 func TestBearerAuth(t *testing.T) {
 	f := newFixture(t, fixtureOpts{token: testToken})
 	f.token = "" // send credentials by hand
@@ -27,7 +28,7 @@ func TestBearerAuth(t *testing.T) {
 		{"basic scheme", "/v1/sessions", http.Header{"Authorization": {"Basic " + testToken}}, http.StatusUnauthorized},
 		{"right token", "/v1/sessions", http.Header{"Authorization": {"Bearer " + testToken}}, http.StatusOK},
 		{"metrics need it", "/metrics", nil, http.StatusUnauthorized},
-		{"page needs it", "/", nil, http.StatusUnauthorized},
+		{"page script needs it", "/static/page.js", nil, http.StatusUnauthorized},
 		{"health without token", "/healthz", nil, http.StatusOK},
 		{"token cookie value is not the token", "/v1/sessions", http.Header{"Cookie": {tokenCookie + "=" + testToken}}, http.StatusUnauthorized},
 		{"page cookie", "/v1/sessions", http.Header{"Cookie": {tokenCookie + "=" + cookieValue(testToken)}}, http.StatusOK},
@@ -45,40 +46,6 @@ func TestBearerAuth(t *testing.T) {
 				t.Errorf("the response shows the token: %s", body)
 			}
 		})
-	}
-
-	// The page login: ?token= sets the cookie and redirects to the bare page.
-	noRedirect := *f.client
-	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := noRedirect.Get(f.url + "/?token=" + testToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "./" {
-		t.Fatalf("login: %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
-	}
-	cookies := resp.Cookies()
-	if len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode || cookies[0].Value == testToken {
-		t.Fatalf("login cookie %+v", cookies)
-	}
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", f.url+"/", nil)
-	req.AddCookie(cookies[0])
-	resp, err = f.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("page with the cookie: %d", resp.StatusCode)
-	}
-	resp, err = noRedirect.Get(f.url + "/?token=wrong")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
-		t.Errorf("login with a wrong token: %d, cookies %v", resp.StatusCode, resp.Cookies())
 	}
 }
 
