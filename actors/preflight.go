@@ -288,7 +288,7 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 		return p, false
 	case in.approve != ApproveAsk:
 		delete(a.inTurn, p.dedupKey)
-		return a.decide(p, toolkit.StatusSkipped, skippedText("this run does not allow calls that change things")), false
+		return a.decide(p, toolkit.StatusSkipped, skippedText(notApprovedText(&in.cfg))), false
 	case in.cfg.Approver == nil && !in.em.active():
 		delete(a.inTurn, p.dedupKey)
 		return a.decide(p, toolkit.StatusSkipped, skippedText("nobody is listening for confirmations")), false
