@@ -179,6 +179,10 @@ type Config struct {
 	member bool           // a cluster member: replies name the member
 }
 
+// DefaultConfirmTimeout is how long a confirmation waits for an answer
+// when Config.ConfirmTimeout is zero.
+const DefaultConfirmTimeout = defaultConfirmTimeout
+
 // DefaultMaxConcurrency is half the CPU cores, at least 3.
 func DefaultMaxConcurrency() int { return max(3, runtime.NumCPU()/2) }
 

@@ -298,8 +298,8 @@ func TestBadFlagExitsTwo(t *testing.T) {
 	if code != exitUsage {
 		t.Errorf("exit status %d, want %d", code, exitUsage)
 	}
-	if stdout != "" || !strings.Contains(stderr, "Usage: tooldispatch run") {
-		t.Errorf("want usage on stderr only; stdout %q, stderr:\n%s", stdout, stderr)
+	if stdout != "" || !strings.Contains(stderr, `--approve must be ask, all or none, got "sometimes"`) || !strings.Contains(stderr, `"tooldispatch run --help"`) {
+		t.Errorf("want the mistake and where the flags are on stderr only; stdout %q, stderr:\n%s", stdout, stderr)
 	}
 }
 
