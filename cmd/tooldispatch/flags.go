@@ -98,7 +98,7 @@ type options struct {
 var commandUsage = map[string]string{
 	"run":          "run [flags] [FILE|-]\n\nDispatch the turns read from FILE (stdin when absent or -) and print events\nand results as JSON Lines.",
 	"tools":        "tools [flags]\n\nPrint the tools array and the turn-context text --provider gets at the start\nof a run, or with --all every registered tool with its schema and flags.",
-	"session":      "session [flags]\n\nPrint the persisted session --session: {\"tools\":[…],\"tool_histories\":[…]}.",
+	"session":      "session [flags]\n\nPrint the persisted session --session: {\"tools\":[…],\"tool_histories\":[…]}.\nExit status 1 when the data directory holds no such session (the message lists those it holds).",
 	"chaos-plan":   "chaos plan --chaos FILE [flags] [TURNS|-]\n\nPrint the faults the policy injects into the turns of TURNS, before running them.",
 	"chaos-report": "chaos report [flags]\n\nList each injected fault of a session and what the agent did on its next turn.",
 	"serve":        "serve [flags]\n\nServe the HTTP API, the live event streams, the operator page at / and\n/metrics (README.md, \"The service\").",
