@@ -295,27 +295,22 @@ func applyKey(s *jsonschema.Schema, kind reflect.Kind, key, val string) error {
 		} else {
 			s.Format = val
 		}
-	case "minLength", "maxLength":
-		if kind != reflect.String {
+	case "minLength", "maxLength", "minItems", "maxItems":
+		if strings.HasSuffix(key, "Length") && kind != reflect.String {
 			return fmt.Errorf("only strings take it")
 		}
 		var n int
 		if n, err = strconv.Atoi(val); err != nil {
 			break
 		}
-		if key == "minLength" {
+		switch key {
+		case "minLength":
 			s.MinLength = &n
-		} else {
+		case "maxLength":
 			s.MaxLength = &n
-		}
-	case "minItems", "maxItems":
-		var n int
-		if n, err = strconv.Atoi(val); err != nil {
-			break
-		}
-		if key == "minItems" {
+		case "minItems":
 			s.MinItems = &n
-		} else {
+		default:
 			s.MaxItems = &n
 		}
 	case "uniqueItems":

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
@@ -90,21 +89,12 @@ func toLogin(w http.ResponseWriter) {
 
 // writeLogin renders the login page with a message, if any.
 func (s *Server) writeLogin(w http.ResponseWriter, code int, msg string) {
-	var b bytes.Buffer
-	if err := s.login.Execute(&b, loginData{Error: msg}); err != nil {
-		s.log.Error().Err(err).Msg("rendering the login page")
-		writeError(w, errorf(http.StatusInternalServerError, "rendering the login page failed"))
-		return
-	}
 	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Security-Policy", loginCSP)
 	if code == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="tooldispatch"`)
 	}
-	w.WriteHeader(code)
-	_, _ = b.WriteTo(w) // a write error means the client went away
+	s.writeHTML(w, s.login, loginData{Error: msg}, code)
 }
 
 // cookieAuthorized reports whether r carries the page's cookie.

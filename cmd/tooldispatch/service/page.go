@@ -106,15 +106,22 @@ func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
 		s.dispatcherError(w, "rendering the page", err)
 		return
 	}
+	s.writeHTML(w, s.page, data, http.StatusOK)
+}
+
+// writeHTML renders t with data as the HTML response, with code. Headers
+// set before it (a page's own Content-Security-Policy) are kept.
+func (s *Server) writeHTML(w http.ResponseWriter, t *template.Template, data any, code int) {
 	var b bytes.Buffer
-	if err := s.page.Execute(&b, data); err != nil {
-		s.log.Error().Err(err).Msg("rendering the operator page")
+	if err := t.Execute(&b, data); err != nil {
+		s.log.Error().Err(err).Str("page", t.Name()).Msg("rendering a page")
 		writeError(w, errorf(http.StatusInternalServerError, "rendering the page failed"))
 		return
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
 	_, _ = b.WriteTo(w) // a write error means the client went away
 }
 
