@@ -81,6 +81,22 @@ func approvalRank(a string) int {
 	return 0
 }
 
+// ApproveHints are what a call skipped for want of approval tells to set
+// (Config.ApproveHints).
+type ApproveHints struct {
+	// Turn is the hint when the turn's own approval is none (or unset).
+	Turn string
+	// Ceiling is the hint when the operator's ceiling (MaxApprove) is none.
+	Ceiling string
+}
+
+// The hints of the Go API (Config.ApproveHints).
+const (
+	defaultTurnHint = `set the turn's Approve: "ask" (answered by Config.Approver, or by Confirm after a tool_confirm event) or "all"`
+	// defaultCeilingHint follows "the most any turn gets is none: ".
+	defaultCeilingHint = `Config.MaxApprove is "none"; raise it to "ask" or "all"`
+)
+
 // Config configures a dispatcher. Registry and Store are required.
 //
 // Which registered tools a model sees directly is the turn's choice, by its
@@ -164,6 +180,11 @@ type Config struct {
 	// lowered to it, never the other way. Default (""): ApproveAll, the
 	// turn decides.
 	MaxApprove string
+	// ApproveHints say, in the message of a call skipped because its
+	// approval is none, what to set to let such calls be asked or run, in
+	// the terms of the program that sends turns. Empty fields name this
+	// package's own fields (DispatchTurn.Approve, Config.MaxApprove).
+	ApproveHints ApproveHints
 	// Exclude lists tools no turn may call, whatever the turn's own
 	// exclude list says; they are unknown_tool to every turn.
 	Exclude []string
@@ -183,6 +204,10 @@ type Config struct {
 	member bool           // a cluster member: replies name the member
 	drain  *drainBoard    // set by NewRouted: the hosted session actors' turns
 }
+
+// DefaultConfirmTimeout is how long a confirmation waits for an answer
+// when Config.ConfirmTimeout is zero.
+const DefaultConfirmTimeout = defaultConfirmTimeout
 
 // DefaultMaxConcurrency is half the CPU cores, at least 3.
 func DefaultMaxConcurrency() int { return max(3, runtime.NumCPU()/2) }
@@ -233,6 +258,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxApprove == "" {
 		c.MaxApprove = ApproveAll
+	}
+	if c.ApproveHints.Turn == "" {
+		c.ApproveHints.Turn = defaultTurnHint
+	}
+	if c.ApproveHints.Ceiling == "" {
+		c.ApproveHints.Ceiling = defaultCeilingHint
 	}
 	if c.MaxCallsPerTurn == 0 {
 		c.MaxCallsPerTurn = defaultMaxCalls

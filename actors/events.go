@@ -21,6 +21,18 @@ const (
 	EventToolSkipped    = "tool_skipped"
 	EventToolDeduped    = "tool_deduped"
 	EventSchemaReturned = "schema_returned"
+	// EventConfirmDecided settles a tool_confirm: its Status is one of
+	// the Confirm statuses below. It is sent only for confirmations
+	// that were asked with a tool_confirm event (not to an Approver).
+	EventConfirmDecided = "confirm_decided"
+)
+
+// Statuses of an EventConfirmDecided.
+const (
+	ConfirmApproved = "approved"  // answered yes
+	ConfirmDenied   = "denied"    // answered no
+	ConfirmTimedOut = "timed_out" // no answer within ConfirmTimeout
+	ConfirmCanceled = "canceled"  // the turn was canceled while it waited
 )
 
 // seqPerTurn spaces sequence numbers by turn: event n of turn t has

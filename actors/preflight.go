@@ -46,6 +46,7 @@ type preflightActor struct {
 	inTurn   map[string]*callPlan // by de-dup key: the first identical call of this turn
 	invalid  map[string]bool      // run-state de-dup keys made stale earlier in this turn
 	answered map[string]bool      // call ids whose confirmation was answered
+	loaded   map[string]bool      // tools whose schema an earlier call of this turn loaded (AutoLoadSchemas)
 
 	budget *toolkit.MatchBudget // the turn's pattern matching; made by check
 
@@ -58,8 +59,8 @@ type preflightActor struct {
 }
 
 func newPreflightActor(in *preflightInput) *preflightActor {
-	// seenIDs and inTurn are sized by sizeFor; invalid and answered are
-	// made when first written (most turns write neither).
+	// seenIDs and inTurn are sized by sizeFor; invalid, answered and
+	// loaded are made when first written (most turns write none).
 	return &preflightActor{in: in}
 }
 
@@ -78,12 +79,12 @@ func (a *preflightActor) Receive(ctx actor.Context) {
 		a.previewed(ctx, m)
 	case *confirmTimedOut:
 		if a.asking != nil && a.asking.idx == m.idx {
-			a.decideAsk(ctx, false, fmt.Sprintf("no answer within %s", a.in.cfg.ConfirmTimeout))
+			a.decideAsk(ctx, false, ConfirmTimedOut, fmt.Sprintf("no answer within %s", a.in.cfg.ConfirmTimeout))
 		}
 	case *messages.CancelTurn:
 		a.canceled = true
 		if a.asking != nil {
-			a.decideAsk(ctx, false, "the turn was canceled")
+			a.decideAsk(ctx, false, ConfirmCanceled, "the turn was canceled")
 		}
 	case *actor.Stopping:
 		if a.askTimer != nil {
@@ -235,11 +236,17 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 	if errors.Is(verr, toolkit.ErrCheckCanceled) {
 		return a.refuse(p, verr), false
 	}
-	if !in.view.StartsFetched(p.name) && !in.runState.Fetched[p.name] {
+	if !in.view.StartsFetched(p.name) && !in.runState.Fetched[p.name] && !a.loaded[p.name] {
 		p.fetch = true
 		if !in.autoLoad || verr != nil {
 			return a.decide(p, toolkit.StatusSchemaReturned, schemaReturnedText(tool, verr)), false
 		}
+		// Loaded: later calls of the tool in this turn are validated
+		// like calls of a fetched tool.
+		if a.loaded == nil {
+			a.loaded = map[string]bool{}
+		}
+		a.loaded[p.name] = true
 	}
 	// 7. Validation.
 	if verr != nil {
@@ -283,7 +290,7 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 		return p, false
 	case in.approve != ApproveAsk:
 		delete(a.inTurn, p.dedupKey)
-		return a.decide(p, toolkit.StatusSkipped, skippedText("this run does not allow calls that change things")), false
+		return a.decide(p, toolkit.StatusSkipped, skippedText(notApprovedText(&in.cfg))), false
 	case in.cfg.Approver == nil && !in.em.active():
 		delete(a.inTurn, p.dedupKey)
 		return a.decide(p, toolkit.StatusSkipped, skippedText("nobody is listening for confirmations")), false
@@ -351,7 +358,7 @@ func (a *preflightActor) previewed(ctx actor.Context, m *previewed) {
 		a.askCancel = nil
 	}
 	if m.failed != "" {
-		a.decideAsk(ctx, false, "its preview could not be computed: "+m.failed)
+		a.decideAsk(ctx, false, "", "its preview could not be computed: "+m.failed)
 		return
 	}
 	p.bound, p.boundState = true, m.preview.State
@@ -409,7 +416,7 @@ func (a *preflightActor) confirmReply(ctx actor.Context, m *messages.ConfirmRepl
 	if m.Reason != "" {
 		reason += ": " + messages.ClipText(m.Reason, 500)
 	}
-	a.decideAsk(ctx, m.Approve, reason)
+	a.decideAsk(ctx, m.Approve, answerStatus(m.Approve), reason)
 }
 
 // approverReply settles the pending confirmation with the Approver's
@@ -424,13 +431,20 @@ func (a *preflightActor) approverReply(ctx actor.Context, m *approverReply) {
 	if m.reason != "" {
 		reason += ": " + messages.ClipText(m.reason, 500)
 	}
-	a.decideAsk(ctx, m.approve, reason)
+	a.decideAsk(ctx, m.approve, answerStatus(m.approve), reason)
 }
 
 // decideAsk settles the pending confirmation and goes on with the next call.
-func (a *preflightActor) decideAsk(ctx actor.Context, approved bool, reason string) {
+// A confirmation asked with a tool_confirm event is settled with an
+// EventConfirmDecided of status how, in the turn's sequence of events; how
+// is "" when no tool_confirm was sent (its preview failed before it was
+// asked).
+func (a *preflightActor) decideAsk(ctx actor.Context, approved bool, how, reason string) {
 	p := a.asking
 	a.asking = nil
+	if how != "" && a.in.cfg.Approver == nil && a.in.em.active() {
+		a.in.em.emit(&messages.Event{Kind: EventConfirmDecided, CallId: p.id, Tool: p.name, Status: how})
+	}
 	a.in.cfg.Observer.ConfirmWait(p.name, approved, time.Since(a.askedAt))
 	if a.answered == nil {
 		a.answered = map[string]bool{}
@@ -451,4 +465,12 @@ func (a *preflightActor) decideAsk(ctx actor.Context, approved bool, reason stri
 		a.decide(p, toolkit.StatusSkipped, skippedText(reason))
 	}
 	a.proceed(ctx)
+}
+
+// answerStatus is the EventConfirmDecided status of an answer.
+func answerStatus(approve bool) string {
+	if approve {
+		return ConfirmApproved
+	}
+	return ConfirmDenied
 }

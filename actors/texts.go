@@ -39,6 +39,16 @@ func schemaReturnedText(t *toolkit.Tool, validationErr error) string {
 	return b.String()
 }
 
+// notApprovedText is the reason of a call skipped because the run's
+// approval is none: it names what to set, the ceiling's hint when the
+// operator's ceiling is none, else the turn's.
+func notApprovedText(cfg *Config) string {
+	if cfg.MaxApprove == ApproveNone {
+		return "this run does not allow calls that change things: the most any turn gets is none; " + cfg.ApproveHints.Ceiling
+	}
+	return `this run does not allow calls that change things: its approval is "none"; to have them asked or run, ` + cfg.ApproveHints.Turn
+}
+
 func skippedText(reason string) string {
 	return "skipped: this call was not approved (" + reason + "); it did not run. " +
 		"Do not repeat it unless the user asks you to; find another way or ask the user."

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-
-	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // TypedHandler runs one call of a typed tool. In is decoded from the call's
@@ -22,10 +20,14 @@ type TypedHandler[In, Out any] func(ctx context.Context, in In) (Out, error)
 
 // Typed returns t with its Schema and Handler made from fn: the schema is
 // generated from In by github.com/google/jsonschema-go (struct fields by their
-// json names; a `jsonschema:"..."` tag is the field's description; fields
-// tagged omitempty or omitzero are optional, every other field is required;
-// unknown fields are refused), and the handler decodes In from the canonical
-// arguments, never from the text the model sent.
+// json names; fields tagged omitempty or omitzero are optional, every other
+// field is required; unknown fields are refused), and the handler decodes In
+// from the canonical arguments, never from the text the model sent. A
+// `jsonschema` tag is read in go-sdk's style (`jsonschema:"the city"`, the
+// description) or in eino's (`jsonschema:"description=the city,enum=…"`),
+// so one input struct serves tooldispatch whichever it was written for (see
+// typed_tags.go for the keys read; an unknown key panics, it is never
+// dropped).
 //
 // Every other field of t (Name, Description, Concurrent, ReadOnly, Timeout,
 // Paths, AlwaysInArray, …) is kept, so flags are set as for any tool:
@@ -74,7 +76,7 @@ func SchemaFor[In any]() (json.RawMessage, error) {
 	if k := rt.Kind(); k != reflect.Struct && (k != reflect.Map || rt.Key().Kind() != reflect.String) {
 		return nil, fmt.Errorf("arguments type %s is not a struct or a map with string keys", rt)
 	}
-	s, err := jsonschema.For[In](nil)
+	s, err := typedSchema(rt)
 	if err != nil {
 		return nil, fmt.Errorf("schema of %s: %w", rt, err)
 	}

@@ -162,10 +162,10 @@ func TestExampleEndToEnd(t *testing.T) {
 		t.Errorf("tool_histories roles (-want +got):\n%s", diff)
 	}
 
-	// An unknown session prints empty lists.
-	code, stdout, _ = execute(t, nil, "session", "--data", data, "--session", "nobody")
-	if code != exitOK || strings.Join(strings.Fields(stdout), "") != `{"tools":[],"tool_histories":[]}` {
-		t.Errorf("unknown session: exit %d, output %s", code, stdout)
+	// An unknown session is an error that names the sessions there.
+	code, stdout, stderr = execute(t, nil, "session", "--data", data, "--session", "nobody")
+	if code != exitInput || stdout != "" || !strings.Contains(stderr, `session "nobody" has no committed turns`) {
+		t.Errorf("unknown session: exit %d, output %q, stderr %q", code, stdout, stderr)
 	}
 }
 
@@ -298,8 +298,8 @@ func TestBadFlagExitsTwo(t *testing.T) {
 	if code != exitUsage {
 		t.Errorf("exit status %d, want %d", code, exitUsage)
 	}
-	if stdout != "" || !strings.Contains(stderr, "Usage: tooldispatch run") {
-		t.Errorf("want usage on stderr only; stdout %q, stderr:\n%s", stdout, stderr)
+	if stdout != "" || !strings.Contains(stderr, `--approve must be ask, all or none, got "sometimes"`) || !strings.Contains(stderr, `"tooldispatch run --help"`) {
+		t.Errorf("want the mistake and where the flags are on stderr only; stdout %q, stderr:\n%s", stdout, stderr)
 	}
 }
 

@@ -100,43 +100,48 @@ type options struct {
 var commandUsage = map[string]string{
 	"run":          "run [flags] [FILE|-]\n\nDispatch the turns read from FILE (stdin when absent or -) and print events\nand results as JSON Lines.",
 	"tools":        "tools [flags]\n\nPrint the tools array and the turn-context text --provider gets at the start\nof a run, or with --all every registered tool with its schema and flags.",
-	"session":      "session [flags]\n\nPrint the persisted session --session: {\"tools\":[…],\"tool_histories\":[…]}.",
+	"session":      "session [flags]\n\nPrint the persisted session --session: {\"tools\":[…],\"tool_histories\":[…]}.\nExit status 1 when the data directory holds no such session (the message lists those it holds).",
 	"chaos-plan":   "chaos plan --chaos FILE [flags] [TURNS|-]\n\nPrint the faults the policy injects into the turns of TURNS, before running them.",
 	"chaos-report": "chaos report [flags]\n\nList each injected fault of a session and what the agent did on its next turn.",
 	"serve":        "serve [flags]\n\nServe the HTTP API, the live event streams, the operator page at / and\n/metrics (README.md, \"The service\").",
 }
 
-// parseFlags parses the flags of cmd. Errors are exitErrors with status 2
-// (usage printed), or 0 when help was asked for.
-func (e *env) parseFlags(cmd string, args []string) (*options, error) {
-	o := &options{cmd: cmd, wrapStore: e.wrapStore, provider: defaultProvider, session: defaultSession}
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	// Parse messages and the usage go to a buffer first: asked for, the
-	// help is the output (stdout, exit 0); after a mistake it goes to
-	// stderr.
-	var parseOut bytes.Buffer
-	fs.SetOutput(&parseOut)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: tooldispatch %s\n\nFlags:\n", commandUsage[cmd])
-		printFlags(fs)
-	}
+// flagCommands are the commands that parse flags, in the order a flag's
+// commands are named.
+var flagCommands = []string{"run", "tools", "session", "serve", "chaos-plan", "chaos-report"}
+
+// flagVars are flag values that finish turns into options.
+type flagVars struct {
+	workspace, data, logLevel string
+}
+
+// approveUsage is --approve's help, per command: run and serve default
+// differently.
+var approveUsage = map[string]string{
+	"run": "the most a turn may get for calls that change things: `ask|all|none` (default: ask when stdin or\n" +
+		"/dev/tty is a terminal, none otherwise); a turn's approve may lower it, never raise it",
+	"serve": "the most a turn may get for calls that change things: `ask|all|none` (default ask: answered\n" +
+		"over the API or on the operator page); a request body's approve may lower it, never raise it",
+}
+
+// defineFlags defines on fs the flags cmd takes, writing into o and v.
+func defineFlags(fs *flag.FlagSet, cmd string, o *options, v *flagVars) {
 	// Each command takes only the common flags it uses.
 	uses := func(cmds ...string) bool { return slices.Contains(cmds, cmd) }
-	workspace, data, logLevel := "", "", defaultLogLevel
 	switch {
 	case uses("run", "tools", "serve"):
-		fs.StringVar(&workspace, "workspace", "", "root `DIR` of every file tool and of run_command (default: the current directory)")
+		fs.StringVar(&v.workspace, "workspace", "", "root `DIR` of every file tool and of run_command (default: the current directory)")
 	case uses("session", "chaos-report"):
-		fs.StringVar(&workspace, "workspace", "", "the workspace `DIR` whose default data directory to read (default: the current directory)")
+		fs.StringVar(&v.workspace, "workspace", "", "the workspace `DIR` whose default data directory to read (default: the current directory)")
 	}
 	if uses("run", "session", "serve", "chaos-report") {
-		fs.StringVar(&data, "data", "", "Badger data `DIR` and secret key (default: $XDG_STATE_HOME or ~/.local/state, then "+stateDirName+"/NAME-HASH for the workspace)")
+		fs.StringVar(&v.data, "data", "", "Badger data `DIR` and secret key (default: $XDG_STATE_HOME or ~/.local/state, then "+stateDirName+"/NAME-HASH for the workspace)")
 	}
 	if uses("run", "tools") {
 		fs.StringVar(&o.provider, "provider", defaultProvider, "model family the turns come from: claude-code, or any other `NAME`")
 	}
 	if uses("run", "serve") {
-		fs.StringVar(&o.approve, "approve", "", "approve calls that change things: `ask|all|none` (default: ask when stdin or /dev/tty is a terminal, none otherwise)")
+		fs.StringVar(&o.approve, "approve", "", approveUsage[cmd])
 		fs.IntVar(&o.maxConcurrency, "max-concurrency", 0, "run at most `N` concurrent tools of a turn at once (default: half the CPU cores, at least 3)")
 	}
 	if uses("run", "session", "chaos-report") {
@@ -146,11 +151,11 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 		fs.StringVar(&o.run, "run", "", "run `ID`; turns of a run share de-duplication (default: one new run per invocation)")
 	}
 	if !uses("chaos-plan") {
-		fs.StringVar(&logLevel, "log-level", defaultLogLevel, "log `LEVEL` on stderr: trace, debug, info, warn, error or disabled")
+		fs.StringVar(&v.logLevel, "log-level", defaultLogLevel, "log `LEVEL` on stderr: trace, debug, info, warn, error or disabled")
 	}
 	if uses("run", "tools", "serve") {
 		fs.BoolVar(&o.shell, "shell", false, "allow run_command's shell mode (a command line run by /bin/sh -c)")
-		fs.StringVar(&o.config, "config", "", "the operator's configuration `FILE` (TOML; default $"+configEnv+"); see docs/CONFIG.md")
+		fs.StringVar(&o.config, "config", "", "the operator's configuration `FILE`, TOML, see docs/CONFIG.md (default $"+configEnv+")")
 	}
 	switch cmd {
 	case "run":
@@ -187,6 +192,26 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 		fs.BoolVar(&o.redirect, "redirect", false, "answer a request for a session another member owns with 307 to the owner instead of forwarding it")
 		fs.DurationVar(&o.grace, "grace", defaultGrace, "on SIGTERM/SIGINT, let running turns finish for `DURATION`, then cancel them")
 	}
+}
+
+// parseFlags parses the flags of cmd. Errors are exitErrors with status 2,
+// or 0 when help was asked for. Help goes to stdout with the usage; a
+// mistake is one line on stderr that says what was wrong (for an unknown
+// flag, the closest flag of cmd or the commands that take it) and where
+// the flags are listed.
+func (e *env) parseFlags(cmd string, args []string) (*options, error) {
+	o := &options{cmd: cmd, wrapStore: e.wrapStore, provider: defaultProvider, session: defaultSession}
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	// The flag package's own messages are replaced by ours: its output
+	// is kept only for the help that was asked for.
+	var parseOut bytes.Buffer
+	fs.SetOutput(&parseOut)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: tooldispatch %s\n\nFlags:\n", commandUsage[cmd])
+		printFlags(fs)
+	}
+	v := flagVars{logLevel: defaultLogLevel}
+	defineFlags(fs, cmd, o, &v)
 
 	rest, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -195,19 +220,55 @@ func (e *env) parseFlags(cmd string, args []string) (*options, error) {
 		}
 		return nil, &exitError{code: exitOK}
 	}
-	_, _ = e.stderr.Write(parseOut.Bytes())
-	fs.SetOutput(e.stderr)
 	if err != nil {
-		return nil, &exitError{code: exitUsage}
+		return nil, e.usageMistake(cmd, flagMistake(fs, cmd, err))
 	}
 	o.args = rest
 	o.runGiven = o.run != ""
-	if err := o.finish(e, workspace, data, logLevel); err != nil {
-		fmt.Fprintf(e.stderr, "tooldispatch %s: %v\n", cmd, err)
-		fs.Usage()
-		return nil, &exitError{code: exitUsage}
+	if err := o.finish(e, v.workspace, v.data, v.logLevel); err != nil {
+		return nil, e.usageMistake(cmd, err.Error())
 	}
 	return o, nil
+}
+
+// usageMistake prints a usage mistake of cmd as one line and returns exit
+// status 2.
+func (e *env) usageMistake(cmd, msg string) error {
+	name := strings.Replace(cmd, "-", " ", 1) // chaos-plan is "chaos plan"
+	fmt.Fprintf(e.stderr, "tooldispatch %s: %s (\"tooldispatch %s --help\" lists its flags)\n", name, msg, name)
+	return &exitError{code: exitUsage}
+}
+
+// flagMistake words an error of the flag package: flags with two dashes,
+// an unknown flag with the closest flag of cmd, or the commands that take
+// it.
+func flagMistake(fs *flag.FlagSet, cmd string, err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		name = strings.TrimLeft(name, "-")
+		var owners []string
+		for _, other := range flagCommands {
+			ofs := flag.NewFlagSet(other, flag.ContinueOnError)
+			defineFlags(ofs, other, &options{}, &flagVars{})
+			if ofs.Lookup(name) != nil {
+				owners = append(owners, strings.Replace(other, "-", " ", 1))
+			}
+		}
+		if len(owners) > 0 {
+			return fmt.Sprintf("--%s is a flag of %s, not of %s", name, strings.Join(owners, ", "), strings.Replace(cmd, "-", " ", 1))
+		}
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if near := toolkit.Closest(name, names, 1); len(near) > 0 {
+			return fmt.Sprintf("unknown flag --%s; did you mean --%s?", name, near[0])
+		}
+		return fmt.Sprintf("unknown flag --%s", name)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("--%s needs a value", strings.TrimLeft(name, "-"))
+	}
+	// invalid value "x" for flag -name: reason
+	return strings.Replace(msg, " for flag -", " for --", 1)
 }
 
 // finish checks the flag values and fills in the defaults that depend on
@@ -224,6 +285,11 @@ func (o *options) finish(e *env, workspace, data, logLevel string) error {
 	case "", actors.ApproveAsk, actors.ApproveAll, actors.ApproveNone:
 	default:
 		return fmt.Errorf("--approve must be ask, all or none, got %q", o.approve)
+	}
+	if o.cmd == "serve" && o.approve == "" {
+		// Answered over the API or on the page; run's default depends on
+		// the terminal and is settled when it runs (runner.setApproval).
+		o.approve = actors.ApproveAsk
 	}
 	if o.maxConcurrency < 0 {
 		return fmt.Errorf("--max-concurrency must not be negative, got %d", o.maxConcurrency)

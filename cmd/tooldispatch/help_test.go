@@ -137,14 +137,14 @@ func TestRunHelpText(t *testing.T) {
 	}
 }
 
-// TestUsageMistakeOnStderr: after a mistake the usage goes to stderr, and
-// stdout stays empty.
+// TestUsageMistakeOnStderr: after a mistake one line on stderr says what
+// was wrong and where the flags are listed, and stdout stays empty.
 func TestUsageMistakeOnStderr(t *testing.T) {
 	e, stdout, stderr := testEnv(strings.NewReader(""))
 	if got := e.main([]string{"session", "--bogus"}); got != exitUsage {
 		t.Fatalf("exit status %d", got)
 	}
-	if stdout.String() != "" || !strings.Contains(stderr.String(), "Usage: tooldispatch session") {
+	if stdout.String() != "" || !strings.Contains(stderr.String(), `"tooldispatch session --help" lists its flags`) {
 		t.Errorf("stdout %q, stderr %q", stdout.String(), stderr.String())
 	}
 }

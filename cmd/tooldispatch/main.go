@@ -57,9 +57,9 @@ const usageText = `Usage:
 Run "tooldispatch COMMAND --help" for the flags of a command.
 
 Exit status: 0 when every turn was dispatched, whatever the tools' statuses;
-1 for unreadable input; 2 for a usage error; 3 when the dispatcher or its
-store failed, or the output could not be written; 130 and 143 after SIGINT
-and SIGTERM.
+1 for unreadable input, or a session that does not exist; 2 for a usage
+error; 3 when the dispatcher or its store failed, or the output could not be
+written; 130 and 143 after SIGINT and SIGTERM.
 `
 
 // env is what one invocation gets from its process: the standard streams,

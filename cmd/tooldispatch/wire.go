@@ -267,10 +267,24 @@ func dispatcherSettings(o *options, cfg *fileConfig) actors.Config {
 		MaxConcurrency: cmp.Or(o.maxConcurrency, cfg.Dispatcher.MaxConcurrency),
 		ConfirmTimeout: cmp.Or(o.confirmTimeout, cfg.Dispatcher.ConfirmTimeout.Duration),
 		MaxApprove:     cmp.Or(o.approve, actors.ApproveAsk),
+		ApproveHints:   approveHints[o.cmd],
 		Exclude:        slices.Clone(cfg.Dispatcher.Exclude),
 		MaxTurnBytes:   cfg.Dispatcher.MaxTurnBytes,
 	}
 	return c
+}
+
+// approveHints are what a call skipped for want of approval tells to set,
+// per command: the flags and fields a person uses there.
+var approveHints = map[string]actors.ApproveHints{
+	"run": {
+		Turn:    `run with --approve all, or with --approve ask on a terminal (without one the default is none); an envelope's "approve" may lower it, never raise it`,
+		Ceiling: `run was given --approve none; give --approve ask (asked on a terminal) or --approve all`,
+	},
+	"serve": {
+		Turn:    `send "approve":"ask" or "all" in the request body, or leave it out to get serve's --approve`,
+		Ceiling: `serve was started with --approve none; start it with --approve ask (the default, answered over the API or the page) or --approve all`,
+	},
 }
 
 // checkExclude refuses a [dispatcher] exclude name that is no registered

@@ -10,8 +10,11 @@
 //
 // The name, description and argument schema come from the eino tool's Info;
 // the eino tool receives the canonical arguments (validated, keys sorted),
-// never the model's raw text. This package lives in a module of its own so
-// that the tooldispatch module does not depend on eino.
+// never the model's raw text. An input struct tagged for eino
+// (`jsonschema:"description=…"`) also serves toolkit.Typed, which reads
+// eino's tags as well as go-sdk's (see Example). This package lives in a
+// module of its own so that the tooldispatch module does not depend on
+// eino; its tests run with "go test ./..." inside toolkit/einotool.
 package einotool
 
 import (

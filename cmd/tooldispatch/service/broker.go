@@ -1,11 +1,9 @@
 package service
 
 import (
-	"cmp"
 	"slices"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -17,13 +15,16 @@ import (
 // ring still holds.
 const EventLagged = "lagged"
 
-// EventConfirmDecided is the kind of the event the broker adds when a
-// pending confirmation is settled: answered over the API (Status approved
-// or denied), or decided by the dispatcher (timed out, canceled, the turn
-// ended; Status is the settling event's status or kind). It has no
-// sequence number of its own and is not replayed: a new subscriber simply
-// no longer gets the confirmation.
-const EventConfirmDecided = "confirm_decided"
+// EventConfirmDecided is the kind of the dispatcher's event that settles a
+// tool_confirm (Status approved, denied, timed_out or canceled; see
+// actors.EventConfirmDecided). Like every event it has a sequence number
+// and is replayed to a client that resumes before it.
+const EventConfirmDecided = actors.EventConfirmDecided
+
+// maxDecided is how many settled confirmations per session the broker
+// remembers, so that another answer to one is told it was already
+// answered rather than that it never existed.
+const maxDecided = 256
 
 // Defaults of BrokerOptions.
 const (
@@ -120,53 +121,32 @@ func (b *Broker) Publish(ev *messages.Event) {
 	defer b.mu.Unlock()
 	s := b.sessionLocked(ev.Session)
 	s.remember(ev, b.opts)
-	settled := s.track(ev, b.opts.RecentTurns)
+	s.track(ev, b.opts.RecentTurns)
 	b.fanOutLocked(s, ev)
-	if settled != nil {
-		b.fanOutLocked(s, decidedEvent(settled, settledStatus(ev)))
-	}
 }
 
 // ConfirmAnswered removes a confirmation the API answered from the pending
-// list and tells the subscribers with an EventConfirmDecided, so the
-// operator page drops it at once rather than when the call starts. It does
-// nothing when the confirmation is no longer pending.
-func (b *Broker) ConfirmAnswered(session, callID string, approved bool) {
+// list at once, so GET /v1/pending no longer shows it when the answer's
+// response arrives; the dispatcher's EventConfirmDecided tells the
+// subscribers. It does nothing when the confirmation is no longer pending.
+func (b *Broker) ConfirmAnswered(session, callID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s, ok := b.sessions[session]; ok {
+		if p, ok := s.pending[callID]; ok {
+			s.settle(p)
+		}
+	}
+}
+
+// Decided reports whether the session's confirmation of callID was
+// settled (answered, timed out or canceled), as far as the broker still
+// remembers: the last maxDecided of each session it keeps.
+func (b *Broker) Decided(session, callID string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s, ok := b.sessions[session]
-	if !ok {
-		return
-	}
-	p, ok := s.pending[callID]
-	if !ok {
-		return
-	}
-	delete(s.pending, callID)
-	status := "denied"
-	if approved {
-		status = "approved"
-	}
-	b.fanOutLocked(s, decidedEvent(&p.PendingConfirm, status))
-}
-
-// decidedEvent is the EventConfirmDecided of a settled confirmation.
-func decidedEvent(p *PendingConfirm, status string) *messages.Event {
-	return &messages.Event{Kind: EventConfirmDecided, Session: p.Session, Run: p.Run, Turn: p.Turn,
-		CallId: p.CallID, Tool: p.Tool, Status: status, TimeUnixNano: time.Now().UnixNano()}
-}
-
-// settledStatus is the Status of the EventConfirmDecided that ev causes.
-func settledStatus(ev *messages.Event) string {
-	switch ev.GetKind() {
-	case actors.EventToolCallStart:
-		return "approved"
-	case actors.EventToolSkipped:
-		return "skipped"
-	case actors.EventToolDeduped:
-		return "deduped"
-	}
-	return cmp.Or(ev.GetStatus(), ev.GetKind())
+	return ok && s.decided[callID]
 }
 
 // fanOutLocked hands ev to the subscribers of its session and of every

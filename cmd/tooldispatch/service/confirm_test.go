@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -42,8 +43,7 @@ func TestWholeRunThroughTheAPI(t *testing.T) {
 		t.Fatalf("GET /v1/pending = %d %s", resp.StatusCode, body)
 	}
 
-	// Approve c1 without args_hash: the server takes it from the pending
-	// confirmation.
+	// Approve c1 with the args_hash its tool_confirm carried.
 	confirm := func(callID string, body map[string]any) (int, statusReply) {
 		t.Helper()
 		resp, data := f.do("POST", "/v1/sessions/"+s+"/confirm/"+callID, body)
@@ -51,7 +51,7 @@ func TestWholeRunThroughTheAPI(t *testing.T) {
 		mustUnmarshal(t, data, &r)
 		return resp.StatusCode, r
 	}
-	if code, r := confirm("c1", map[string]any{"approve": true}); code != http.StatusOK || r.Status != "accepted" {
+	if code, r := confirm("c1", map[string]any{"approve": true, "args_hash": c1.ArgsHash}); code != http.StatusOK || r.Status != "accepted" {
 		t.Fatalf("approving c1: %d %+v", code, r)
 	}
 
@@ -116,12 +116,12 @@ func TestWholeRunThroughTheAPI(t *testing.T) {
 		t.Errorf("tool_histories[0] = %+v", first)
 	}
 
-	// Nothing waits any more; the turn is over, so the call is unknown.
+	// Nothing waits any more; the turn is over, and c2 was answered.
 	if p := f.broker.Pending(s); len(p) != 0 {
 		t.Errorf("pending after the turn: %+v", p)
 	}
-	if code, r := confirm("c2", map[string]any{"approve": true, "args_hash": c2.ArgsHash}); code != http.StatusNotFound {
-		t.Errorf("confirm after the turn: %d %+v, want 404", code, r)
+	if code, r := confirm("c2", map[string]any{"approve": true, "args_hash": c2.ArgsHash}); code != http.StatusConflict || r.Status != "already_answered" {
+		t.Errorf("confirm after the turn: %d %+v, want 409 already_answered", code, r)
 	}
 
 	// Ending the run.
@@ -147,12 +147,63 @@ func TestConfirmationReplayedToNewSubscriber(t *testing.T) {
 	if again.Seq != asked.Seq || again.ArgsHash != asked.ArgsHash {
 		t.Errorf("replayed confirmation %+v, want %+v", again, asked)
 	}
-	resp, body := f.do("POST", "/v1/sessions/"+s+"/confirm/c1", map[string]any{"approve": false})
+	resp, body := f.do("POST", "/v1/sessions/"+s+"/confirm/c1", map[string]any{"approve": false, "args_hash": asked.ArgsHash})
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("deny: %d %s", resp.StatusCode, body)
 	}
 	res := awaitTurn(t, done)
 	if res.code != http.StatusOK || res.reply.Messages[0].Status != "skipped" {
 		t.Errorf("turn: %d %s", res.code, res.body)
+	}
+}
+
+// TestConfirmAnswerIsBoundAndUsedOnce: an answer names the call and the
+// hash of its canonical arguments (args_hash is required); once the
+// confirmation is settled, another answer is 409 already_answered, also
+// after the turn ended, and a call that never asked is 404.
+func TestConfirmAnswerIsBoundAndUsedOnce(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	const s = "bound-s"
+	events := f.openSSE("GET", "/v1/sessions/"+s+"/events", nil, "")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	done := f.postTurnAsync(ctx, s, turn("r1", "ask",
+		call(t, "c1", "edit_file", map[string]any{"path": "bound.txt", "content": "b\n"})))
+	asked := events.until("tool_confirm", "c1")
+
+	confirm := func(callID string, body map[string]any) (int, []byte) {
+		t.Helper()
+		resp, data := f.do("POST", "/v1/sessions/"+s+"/confirm/"+callID, body)
+		return resp.StatusCode, data
+	}
+	code, body := confirm("c1", map[string]any{"approve": true})
+	var e errorBody
+	mustUnmarshal(t, body, &e)
+	if code != http.StatusBadRequest || !strings.Contains(e.Error, `"args_hash" is required`) {
+		t.Fatalf("a confirmation without args_hash: %d %s, want 400 naming args_hash", code, body)
+	}
+	if len(f.broker.Pending(s)) != 1 {
+		t.Fatalf("the refused answer settled the confirmation: pending %+v", f.broker.Pending(s))
+	}
+	if code, body := confirm("c1", map[string]any{"approve": true, "args_hash": asked.ArgsHash}); code != http.StatusOK {
+		t.Fatalf("approving c1: %d %s", code, body)
+	}
+	if res := awaitTurn(t, done); res.code != http.StatusOK || res.reply.Messages[0].Status != "ok" {
+		t.Fatalf("the turn: %d %s", res.code, res.body)
+	}
+
+	for _, approve := range []bool{true, false} {
+		code, body := confirm("c1", map[string]any{"approve": approve, "args_hash": asked.ArgsHash})
+		var r statusReply
+		mustUnmarshal(t, body, &r)
+		if code != http.StatusConflict || r.Status != "already_answered" {
+			t.Errorf("answering c1 again (approve %v) after its turn: %d %s, want 409 already_answered", approve, code, body)
+		}
+	}
+	code, body = confirm("never", map[string]any{"approve": true, "args_hash": asked.ArgsHash})
+	var r statusReply
+	mustUnmarshal(t, body, &r)
+	if code != http.StatusNotFound || r.Status != "not_found" {
+		t.Errorf("a call that never asked: %d %s, want 404 not_found", code, body)
 	}
 }

@@ -51,6 +51,8 @@ type fixtureOpts struct {
 	// cluster and redirect are Options.Cluster and Options.Redirect.
 	cluster  Placement
 	redirect bool
+	// logger is the service's logger (Options.Logger); none by default.
+	logger zerolog.Logger
 }
 
 // mountPrefix is the mount of every fixture that sets none; TestMountedInOwnMux
@@ -123,7 +125,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		Dispatcher: f.disp, Registry: f.reg, Store: f.store, Broker: f.broker, Metrics: f.metrics,
 		Token: o.token, AllowOrigins: o.allowOrigins, MaxBodyBytes: o.maxBody, Replies: o.replies,
 		Approve: cmp.Or(o.approve, actors.ApproveAll), Exclude: o.exclude, AutoLoadSchemas: o.autoLoad,
-		Cluster: o.cluster, Redirect: o.redirect,
+		Cluster: o.cluster, Redirect: o.redirect, Logger: o.logger,
 	}); err != nil {
 		f.close()
 		t.Fatal(err)

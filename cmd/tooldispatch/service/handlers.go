@@ -28,8 +28,12 @@ type statusReply struct {
 	Error  string `json:"error,omitempty"`
 }
 
-// handleConfirm serves POST /v1/sessions/{session}/confirm/{call_id}. Without
-// args_hash, the hash of the pending confirmation the broker knows is used.
+// handleConfirm serves POST /v1/sessions/{session}/confirm/{call_id}. The
+// answer is bound to the call id and to args_hash, the hash of the call's
+// canonical arguments its tool_confirm event (and GET /v1/pending) carries:
+// an answer without it is refused, one with another hash is a mismatch.
+// A confirmation is answered once: another answer, while the broker
+// remembers the decision, is already_answered.
 func (s *Server) handleConfirm(w http.ResponseWriter, r *http.Request) {
 	r = withTraceContext(r)
 	session, callID := r.PathValue("session"), r.PathValue("call_id")
@@ -42,22 +46,25 @@ func (s *Server) handleConfirm(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusBadRequest, `field "approve" is required: true or false`))
 		return
 	}
-	hash := req.ArgsHash
-	if hash == "" {
-		if p, ok := s.opts.Broker.PendingCall(session, callID); ok {
-			hash = p.ArgsHash
-		}
+	if req.ArgsHash == "" {
+		writeError(w, errorf(http.StatusBadRequest, `field "args_hash" is required: the args_hash of the call's tool_confirm event (GET /v1/pending shows it too)`))
+		return
 	}
 	ack, err := s.opts.Dispatcher.Confirm(r.Context(), &messages.ConfirmReply{
-		Session: session, CallId: callID, ArgsHash: hash, Approve: *req.Approve, Reason: messages.ClipText(req.Reason, 1000),
+		Session: session, CallId: callID, ArgsHash: req.ArgsHash, Approve: *req.Approve, Reason: messages.ClipText(req.Reason, 1000),
 	})
 	if err != nil {
 		s.dispatcherError(w, "confirming a call", err)
 		return
 	}
-	switch ack.GetStatus() {
+	status := ack.GetStatus()
+	if status == ackNotFound && s.opts.Broker.Decided(session, callID) {
+		// The turn that asked has moved on; the decision is remembered.
+		status = ackAlreadyAnswered
+	}
+	switch status {
 	case ackAccepted:
-		s.opts.Broker.ConfirmAnswered(session, callID, *req.Approve)
+		s.opts.Broker.ConfirmAnswered(session, callID)
 		writeJSON(w, http.StatusOK, statusReply{Status: ackAccepted})
 	case ackNotFound:
 		writeJSON(w, http.StatusNotFound, statusReply{Status: ackNotFound, Error: "no pending confirmation of that call in this session"})
@@ -66,7 +73,7 @@ func (s *Server) handleConfirm(w http.ResponseWriter, r *http.Request) {
 	case ackAlreadyAnswered:
 		writeJSON(w, http.StatusConflict, statusReply{Status: ackAlreadyAnswered, Error: "the call's confirmation was already answered"})
 	default:
-		s.log.Error().Str("status", messages.ClipText(ack.GetStatus(), 40)).Msg("unexpected confirmation status")
+		s.log.Error().Str("status", messages.ClipText(status, 40)).Msg("unexpected confirmation status")
 		writeError(w, errorf(http.StatusInternalServerError, "the dispatcher gave an unexpected answer"))
 	}
 }

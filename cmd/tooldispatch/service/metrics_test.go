@@ -53,8 +53,8 @@ func TestMetricsScrape(t *testing.T) {
 	// Turn 3: a confirmation, approved.
 	events := f.openSSE("GET", "/v1/sessions/"+s+"/events", nil, "")
 	done := f.postTurnAsync(t.Context(), s, turn("r1", "ask", call(t, "c1", "edit_file", map[string]any{"path": "m.txt", "content": "o"})))
-	events.until("tool_confirm", "c1")
-	if resp, body := f.do("POST", "/v1/sessions/"+s+"/confirm/c1", map[string]any{"approve": true}); resp.StatusCode != http.StatusOK {
+	asked := events.until("tool_confirm", "c1")
+	if resp, body := f.do("POST", "/v1/sessions/"+s+"/confirm/c1", map[string]any{"approve": true, "args_hash": asked.ArgsHash}); resp.StatusCode != http.StatusOK {
 		t.Fatalf("confirm: %d %s", resp.StatusCode, body)
 	}
 	if res := awaitTurn(t, done); res.code != http.StatusOK {

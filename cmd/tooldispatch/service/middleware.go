@@ -19,7 +19,7 @@ const (
 	contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 		"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 	// tokenCookie holds a value derived from the token (never the token
-	// itself) once the operator page was opened with ?token=.
+	// itself) once the login form was posted with the token.
 	tokenCookie = "tooldispatch_session"
 	// preflightMaxAge is how long a browser may cache an allowed preflight.
 	preflightMaxAge = "600"
@@ -51,7 +51,8 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		}
 		took := time.Since(began)
 		s.opts.Metrics.observeHTTP(route, sw.status(), took)
-		// The route, never the URL: a page login carries the token in its query.
+		// The route, never the URL: a query may carry anything a client
+		// put in it, a token included.
 		s.log.Debug().Str("method", r.Method).Str("route", route).Int("code", sw.status()).Dur("took", took).Msg("request")
 	})
 }
@@ -114,26 +115,45 @@ func (s *Server) cors(next http.Handler) http.Handler {
 }
 
 // authenticate requires the token, when there is one, of every request but
-// the health check. The operator page may be opened once with ?token=: the
-// server then sets an HttpOnly, SameSite=Strict cookie holding a value
-// derived from the token and redirects to the page without it.
+// the health check, the login page and its style sheet. A browser that
+// opens the operator page without the page's cookie is sent to the login
+// page (login.go); an API request gets 401. A request that changes
+// something and is authenticated by the cookie (not by a bearer token)
+// must come from the page itself.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.opts.Token == "" || (r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead)) {
+		if s.opts.Token == "" || public(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if r.URL.Path == "/" && r.URL.Query().Has("token") {
-			s.tokenLogin(w, r)
+		if !s.authorized(r) {
+			if r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+				toLogin(w)
+				return
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tooldispatch"`)
+			writeError(w, errorf(http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <token> (a browser signs in at the page's login)"))
 			return
 		}
-		if !s.authorized(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="tooldispatch"`)
-			writeError(w, errorf(http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <token>"))
+		if r.Header.Get("Authorization") == "" && !safeMethod(r.Method) && !sameOrigin(r) {
+			writeError(w, errorf(http.StatusForbidden, "a request signed in with the page's cookie must come from the page itself"))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// public reports whether r may be served without the token: the health
+// check, the login page and the style sheet it uses.
+func public(r *http.Request) bool {
+	read := r.Method == http.MethodGet || r.Method == http.MethodHead
+	switch r.URL.Path {
+	case "/healthz", "/static/page.css":
+		return read
+	case loginPath:
+		return read || r.Method == http.MethodPost
+	}
+	return false
 }
 
 // authorized checks the bearer token, or the page's cookie.
@@ -145,11 +165,7 @@ func (s *Server) authorized(r *http.Request) bool {
 		}
 		return s.tokenMatches(strings.TrimSpace(tok))
 	}
-	if c, err := r.Cookie(tokenCookie); err == nil {
-		sum := sha256.Sum256([]byte(c.Value))
-		return subtle.ConstantTimeCompare(sum[:], s.cookieSum[:]) == 1
-	}
-	return false
+	return s.cookieAuthorized(r)
 }
 
 // tokenMatches compares a presented token with the server's in constant
@@ -157,25 +173,6 @@ func (s *Server) authorized(r *http.Request) bool {
 func (s *Server) tokenMatches(tok string) bool {
 	sum := sha256.Sum256([]byte(tok))
 	return subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) == 1
-}
-
-// tokenLogin exchanges ?token= for the page cookie.
-func (s *Server) tokenLogin(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet || !s.tokenMatches(r.URL.Query().Get("token")) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="tooldispatch"`)
-		writeError(w, errorf(http.StatusUnauthorized, "wrong token"))
-		return
-	}
-	http.SetCookie(w, &http.Cookie{
-		Name: tokenCookie, Value: s.cookieVal, Path: "/",
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
-	})
-	// A relative Location, so the page also works mounted under a prefix
-	// (http.StripPrefix): the browser resolves it against the address it
-	// asked for, which still has the prefix.
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Location", "./")
-	w.WriteHeader(http.StatusSeeOther)
 }
 
 // cookieValue derives the page cookie's value from the token.

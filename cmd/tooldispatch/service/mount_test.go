@@ -23,6 +23,10 @@ func TestMountedInOwnMux(t *testing.T) {
 		"MetricsScrape":                       TestMetricsScrape,
 		"OperatorPageRender":                  TestOperatorPageRender,
 		"OperatorPageApprove":                 TestOperatorPageApprove,
+		"OperatorPageLogin":                   TestOperatorPageLogin,
+		"LoginPage":                           TestLoginPage,
+		"LoginAttacks":                        TestLoginAttacks,
+		"ConfirmDecidedResumes":               TestConfirmDecidedResumes,
 	} {
 		t.Run(name, test)
 	}

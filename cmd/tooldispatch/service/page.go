@@ -23,7 +23,7 @@ const (
 	pageStoredTurns = 5
 )
 
-//go:embed page.html page.js page.css
+//go:embed page.html page.js page.css login.html
 var pageFiles embed.FS
 
 // staticTypes are the page's assets and their content types.
@@ -87,11 +87,12 @@ type pageCall struct {
 	Status string
 }
 
-// parsePage parses the page template.
-func parsePage() (*template.Template, error) {
-	t, err := template.New("page.html").ParseFS(pageFiles, "page.html")
+// parsePage parses the template of the page called name (page.html,
+// login.html).
+func parsePage(name string) (*template.Template, error) {
+	t, err := template.New(name).ParseFS(pageFiles, name)
 	if err != nil {
-		return nil, fmt.Errorf("service: parsing the operator page: %w", err)
+		return nil, fmt.Errorf("service: parsing %s: %w", name, err)
 	}
 	return t, nil
 }
@@ -105,15 +106,22 @@ func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
 		s.dispatcherError(w, "rendering the page", err)
 		return
 	}
+	s.writeHTML(w, s.page, data, http.StatusOK)
+}
+
+// writeHTML renders t with data as the HTML response, with code. Headers
+// set before it (a page's own Content-Security-Policy) are kept.
+func (s *Server) writeHTML(w http.ResponseWriter, t *template.Template, data any, code int) {
 	var b bytes.Buffer
-	if err := s.page.Execute(&b, data); err != nil {
-		s.log.Error().Err(err).Msg("rendering the operator page")
+	if err := t.Execute(&b, data); err != nil {
+		s.log.Error().Err(err).Str("page", t.Name()).Msg("rendering a page")
 		writeError(w, errorf(http.StatusInternalServerError, "rendering the page failed"))
 		return
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
 	_, _ = b.WriteTo(w) // a write error means the client went away
 }
 

@@ -28,11 +28,8 @@ func TestOperatorPageDiffApproveDeny(t *testing.T) {
 		call(t, "c3", "read_files", map[string]any{"paths": []string{"notes.md"}})))
 
 	ctx, browser := newBrowser(t)
-	runSteps(t, ctx, browser, []browserStep{
-		{"open the page", chromedp.Navigate(f.url + "/?token=" + testToken)},
-		{"live", chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`))},
-		{"nothing pending", chromedp.WaitVisible(chromedp.CSS(`#nothing-pending`))},
-	})
+	runSteps(t, ctx, browser, append(loginSteps(f),
+		browserStep{"nothing pending", chromedp.WaitVisible(chromedp.CSS(`#nothing-pending`))}))
 
 	turnCtx, cancelTurn := context.WithTimeout(context.Background(), testTimeout)
 	defer cancelTurn()

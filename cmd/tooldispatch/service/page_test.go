@@ -119,7 +119,7 @@ func TestOperatorPageRender(t *testing.T) {
 		t.Errorf("GET /static/../server.go: %d", resp.StatusCode)
 	}
 
-	if resp, body := f.do("POST", "/v1/sessions/page-s/confirm/e1", map[string]any{"approve": false}); resp.StatusCode != http.StatusOK {
+	if resp, body := f.do("POST", "/v1/sessions/page-s/confirm/e1", map[string]any{"approve": false, "args_hash": asked.ArgsHash}); resp.StatusCode != http.StatusOK {
 		t.Fatalf("deny: %d %s", resp.StatusCode, body)
 	}
 	awaitTurn(t, done)
@@ -140,14 +140,9 @@ func TestOperatorPageApprove(t *testing.T) {
 		call(t, "c2", "read_files", map[string]any{"paths": []string{"notes.md"}})))
 
 	ctx, browser := newBrowser(t)
-	// Open the page with the token once; it continues on the cookie.
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(f.url+"/?token="+testToken),
-		chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`article.session[data-session="earlier-session"] tr.call[data-call-id="c1"][data-status="ok"]`)),
-	); err != nil {
-		t.Fatalf("opening the page: %v", err)
-	}
+	// Sign in with the token once; the page continues on the cookie.
+	runSteps(t, ctx, browser, append(loginSteps(f), browserStep{"see the earlier session",
+		chromedp.WaitVisible(chromedp.CSS(`article.session[data-session="earlier-session"] tr.call[data-call-id="c1"][data-status="ok"]`))}))
 	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || strings.Contains(loc, "token") {
 		t.Errorf("the page's address is %q (%v): the token must not stay in it", loc, err)
 	}

@@ -21,13 +21,13 @@ func TestAnsweredConfirmationLeavesPending(t *testing.T) {
 		call(t, "c1", "edit_file", map[string]any{"path": "one.txt", "content": "1\n"}),
 		call(t, "c2", "edit_file", map[string]any{"path": "two.txt", "content": "2\n"})))
 
-	events.until("tool_confirm", "c1")
-	if resp, body := f.do("POST", "/v1/sessions/"+s+"/confirm/c1", map[string]any{"approve": true}); resp.StatusCode != http.StatusOK {
+	c1 := events.until("tool_confirm", "c1")
+	if resp, body := f.do("POST", "/v1/sessions/"+s+"/confirm/c1", map[string]any{"approve": true, "args_hash": c1.ArgsHash}); resp.StatusCode != http.StatusOK {
 		t.Fatalf("approving c1: %d %s", resp.StatusCode, body)
 	}
 	// The next confirmation may be asked before or after the first is
 	// announced as decided.
-	var decided eventData
+	var decided, c2 eventData
 	for seen := 0; seen < 2; {
 		ev := events.must()
 		var d eventData
@@ -37,6 +37,7 @@ func TestAnsweredConfirmationLeavesPending(t *testing.T) {
 			decided = d
 			seen++
 		case ev.Event == "tool_confirm" && d.CallID == "c2":
+			c2 = d
 			seen++
 		}
 	}
@@ -49,10 +50,10 @@ func TestAnsweredConfirmationLeavesPending(t *testing.T) {
 		}
 	}
 
-	if resp, body := f.do("POST", "/v1/sessions/"+s+"/confirm/c2", map[string]any{"approve": false, "reason": "wrong file, use three.txt"}); resp.StatusCode != http.StatusOK {
+	if resp, body := f.do("POST", "/v1/sessions/"+s+"/confirm/c2", map[string]any{"approve": false, "reason": "wrong file, use three.txt", "args_hash": c2.ArgsHash}); resp.StatusCode != http.StatusOK {
 		t.Fatalf("denying c2: %d %s", resp.StatusCode, body)
 	}
-	if d := events.until(EventConfirmDecided, "c2"); d.Status != "denied" && d.Status != "skipped" {
+	if d := events.until(EventConfirmDecided, "c2"); d.Status != "denied" {
 		t.Errorf("%s of c2 = %+v, want status denied", EventConfirmDecided, d)
 	}
 	res := awaitTurn(t, done)
@@ -78,7 +79,7 @@ func TestPendingShowsDiff(t *testing.T) {
 	defer cancel()
 	done := f.postTurnAsync(ctx, s, turn("r1", "ask",
 		call(t, "e1", "edit_file", map[string]any{"path": "notes.md", "old_string": "The answer is 42.", "new_string": "The answer is <b>43</b>."})))
-	events.until("tool_confirm", "e1")
+	e1 := events.until("tool_confirm", "e1")
 
 	resp, body := f.do("GET", "/v1/pending", nil)
 	var pending struct {
@@ -105,7 +106,7 @@ func TestPendingShowsDiff(t *testing.T) {
 	if strings.Contains(string(page), "<b>43</b>") {
 		t.Error("the diff reached the page unescaped")
 	}
-	if resp, body := f.do("POST", "/v1/sessions/"+s+"/confirm/e1", map[string]any{"approve": false}); resp.StatusCode != http.StatusOK {
+	if resp, body := f.do("POST", "/v1/sessions/"+s+"/confirm/e1", map[string]any{"approve": false, "args_hash": e1.ArgsHash}); resp.StatusCode != http.StatusOK {
 		t.Fatalf("deny: %d %s", resp.StatusCode, body)
 	}
 	awaitTurn(t, done)

@@ -78,15 +78,19 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *api
 	return nil
 }
 
-// checkJSONType refuses a body that is not declared as JSON.
+// checkJSONType refuses a body that is not declared as JSON, even one that
+// parses as JSON: a web page can send a form or text/plain body to any
+// address without asking (no CORS preflight), but not application/json,
+// so this keeps other sites' pages from posting to the API, the token-less
+// loopback service included.
 func checkJSONType(r *http.Request) *apiError {
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
-		return errorf(http.StatusUnsupportedMediaType, "the request body must be JSON: set Content-Type: application/json")
+		return errorf(http.StatusUnsupportedMediaType, "the request body must be JSON: set Content-Type: application/json (curl: -H 'Content-Type: application/json')")
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return errorf(http.StatusUnsupportedMediaType, "the request body must be JSON (Content-Type: application/json), not %q", messages.ClipText(ct, 100))
+		return errorf(http.StatusUnsupportedMediaType, "the request body must be JSON: set Content-Type: application/json (curl: -H 'Content-Type: application/json'; -d alone sends a form), not %q", messages.ClipText(ct, 100))
 	}
 	return nil
 }

@@ -2,14 +2,17 @@ package service
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
 const testToken = "test-token-0123456789"
 
-// TestBearerAuth: with a token, every request but the health check needs
-// it; the page can exchange ?token= for a cookie.
+// TestBearerAuth: with a token, every request but the health check and
+// the login page needs it, as a bearer token or the page's cookie (the
+// login itself: login_test.go).
 func TestBearerAuth(t *testing.T) {
 	f := newFixture(t, fixtureOpts{token: testToken})
 	f.token = "" // send credentials by hand
@@ -25,7 +28,7 @@ func TestBearerAuth(t *testing.T) {
 		{"basic scheme", "/v1/sessions", http.Header{"Authorization": {"Basic " + testToken}}, http.StatusUnauthorized},
 		{"right token", "/v1/sessions", http.Header{"Authorization": {"Bearer " + testToken}}, http.StatusOK},
 		{"metrics need it", "/metrics", nil, http.StatusUnauthorized},
-		{"page needs it", "/", nil, http.StatusUnauthorized},
+		{"page script needs it", "/static/page.js", nil, http.StatusUnauthorized},
 		{"health without token", "/healthz", nil, http.StatusOK},
 		{"token cookie value is not the token", "/v1/sessions", http.Header{"Cookie": {tokenCookie + "=" + testToken}}, http.StatusUnauthorized},
 		{"page cookie", "/v1/sessions", http.Header{"Cookie": {tokenCookie + "=" + cookieValue(testToken)}}, http.StatusOK},
@@ -43,40 +46,6 @@ func TestBearerAuth(t *testing.T) {
 				t.Errorf("the response shows the token: %s", body)
 			}
 		})
-	}
-
-	// The page login: ?token= sets the cookie and redirects to the bare page.
-	noRedirect := *f.client
-	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := noRedirect.Get(f.url + "/?token=" + testToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "./" {
-		t.Fatalf("login: %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
-	}
-	cookies := resp.Cookies()
-	if len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode || cookies[0].Value == testToken {
-		t.Fatalf("login cookie %+v", cookies)
-	}
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", f.url+"/", nil)
-	req.AddCookie(cookies[0])
-	resp, err = f.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("page with the cookie: %d", resp.StatusCode)
-	}
-	resp, err = noRedirect.Get(f.url + "/?token=wrong")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
-		t.Errorf("login with a wrong token: %d, cookies %v", resp.StatusCode, resp.Cookies())
 	}
 }
 
@@ -148,5 +117,31 @@ func TestSecurityHeaders(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a foreign Host without a token: %d, want 403", resp.StatusCode)
+	}
+}
+
+// TestCrossSiteFormsCannotPost: a web page can send a form or text/plain
+// body to any address without a CORS preflight. A body of those types is
+// refused (415) even when it holds valid JSON, so another site's page in
+// the operator's browser cannot post a turn or an answer to the token-less
+// loopback service: nothing runs and nothing is written.
+func TestCrossSiteFormsCannotPost(t *testing.T) {
+	f := newFixture(t, fixtureOpts{approve: "all"})
+	body := `{"approve":"all","provider":"claude-code","auto_load_schemas":true,"message":{"role":"assistant","tool_calls":[` +
+		`{"id":"x","type":"function","function":{"name":"edit_file","arguments":"{\"path\":\"csrf.txt\",\"content\":\"x\"}"}}]}}`
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "text/plain; charset=utf-8"} {
+		h := http.Header{"Content-Type": {ct}, "Origin": {"https://evil.example"}}
+		for _, path := range []string{"/v1/sessions/csrf/turns", "/v1/sessions/csrf/confirm/x"} {
+			resp, data := f.request(t.Context(), "POST", path, body, h)
+			if resp.StatusCode != http.StatusUnsupportedMediaType {
+				t.Errorf("POST %s as %s: %d %s, want 415", path, ct, resp.StatusCode, data)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "csrf.txt")); !os.IsNotExist(err) {
+		t.Errorf("csrf.txt exists (%v): a cross-site form ran a call", err)
+	}
+	if resp, _ := f.do("GET", "/v1/sessions/csrf", nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /v1/sessions/csrf: %d, want 404: nothing may be committed", resp.StatusCode)
 	}
 }

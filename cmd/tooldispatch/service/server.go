@@ -34,10 +34,10 @@ type Options struct {
 	Store   cachestore.Store
 	Broker  *Broker
 	Metrics *Metrics
-	// Token, when set, is required of every request except GET /healthz,
-	// as "Authorization: Bearer <token>" (or, for the operator page, the
-	// cookie set after opening /?token=<token>). Without a token, only
-	// requests addressed to a loopback host name are served.
+	// Token, when set, is required of every request except GET /healthz
+	// and the login page, as "Authorization: Bearer <token>" or, for the
+	// operator page, the cookie its login form (GET /login) sets. Without
+	// a token, only requests addressed to a loopback host name are served.
 	Token string
 	// AllowOrigins lists the origins (scheme://host[:port]) whose pages may
 	// call the API from a browser (CORS). Default: none.
@@ -134,6 +134,7 @@ type Server struct {
 	mux       *http.ServeMux
 	handler   http.Handler
 	page      *template.Template
+	login     *template.Template
 	tokenSum  [sha256.Size]byte // of the token, compared in constant time
 	cookieVal string            // the page cookie's value, derived from the token
 	cookieSum [sha256.Size]byte // of cookieVal
@@ -186,11 +187,13 @@ func New(opts Options) (*Server, error) {
 		s.cookieVal = cookieValue(opts.Token)
 		s.cookieSum = sha256.Sum256([]byte(s.cookieVal))
 	}
-	page, err := parsePage()
-	if err != nil {
+	var err error
+	if s.page, err = parsePage("page.html"); err != nil {
 		return nil, err
 	}
-	s.page = page
+	if s.login, err = parsePage("login.html"); err != nil {
+		return nil, err
+	}
 	if opts.Cluster != nil {
 		opts.Metrics.observeCluster(opts.Cluster)
 	}
@@ -218,6 +221,8 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /healthz", s.handleHealth)
 	mux.Handle("GET /metrics", s.opts.Metrics.Handler())
 	mux.HandleFunc("GET /{$}", s.handlePage)
+	mux.HandleFunc("GET "+loginPath, s.handleLoginPage)
+	mux.HandleFunc("POST "+loginPath, s.handleLogin)
 	mux.HandleFunc("GET /static/{file}", s.handleStatic)
 	return mux
 }

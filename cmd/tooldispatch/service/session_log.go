@@ -2,6 +2,7 @@ package service
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/actors"
@@ -117,6 +118,9 @@ type sessionLog struct {
 	questions map[string]*pendingQuestion // by call id
 	askArgs   map[string]string           // arguments of ask_user calls not yet ended, by call id
 	turns     []*TurnSummary              // oldest first
+
+	decided      map[string]bool // call ids whose confirmation was settled
+	decidedOrder []string        // the same, oldest first, at most maxDecided
 }
 
 func newSessionLog(id string) *sessionLog {
@@ -126,6 +130,7 @@ func newSessionLog(id string) *sessionLog {
 		pending:   map[string]*pendingConfirm{},
 		questions: map[string]*pendingQuestion{},
 		askArgs:   map[string]string{},
+		decided:   map[string]bool{},
 	}
 }
 
@@ -186,9 +191,8 @@ func (s *sessionLog) pendingEvents(seq uint64) []*messages.Event {
 }
 
 // track updates the pending confirmations and questions and the turn
-// summaries with one event. It returns the confirmation the event settled,
-// if one was pending.
-func (s *sessionLog) track(ev *messages.Event, recentTurns int) (settled *PendingConfirm) {
+// summaries with one event.
+func (s *sessionLog) track(ev *messages.Event, recentTurns int) {
 	since := eventTime(ev)
 	c := s.call(ev, since, recentTurns)
 	switch ev.GetKind() {
@@ -211,8 +215,10 @@ func (s *sessionLog) track(ev *messages.Event, recentTurns int) (settled *Pendin
 			Diff: ev.GetDiff(), Note: ev.GetNote(), StateHash: ev.GetStateHash(),
 		}}
 		setState(c, StateConfirm, "")
+	case EventConfirmDecided:
+		s.unpend(ev)
 	case actors.EventToolCallStart:
-		settled = s.unpend(ev)
+		s.unpend(ev)
 		if ev.GetTool() == askUserTool {
 			s.questions[ev.GetCallId()] = &pendingQuestion{ev: ev, PendingQuestion: PendingQuestion{
 				Session: ev.GetSession(), Run: ev.GetRun(), Turn: ev.GetTurn(), CallID: ev.GetCallId(),
@@ -221,27 +227,38 @@ func (s *sessionLog) track(ev *messages.Event, recentTurns int) (settled *Pendin
 		}
 		setState(c, StateRunning, "")
 	case actors.EventToolSkipped, actors.EventToolDeduped, actors.EventSchemaReturned:
-		settled = s.unpend(ev)
+		s.unpend(ev)
 		setState(c, StateDecided, "")
 	case actors.EventToolCallEnd:
 		s.unask(ev)
 		setState(c, StateEnded, ev.GetStatus())
 	case actors.EventToolResult:
-		settled = s.unpend(ev)
+		s.unpend(ev)
 		s.unask(ev)
 		setState(c, StateDone, ev.GetStatus())
 	}
-	return settled
 }
 
-// unpend removes the call's pending confirmation and returns it; nil when
-// none was pending.
-func (s *sessionLog) unpend(ev *messages.Event) *PendingConfirm {
+// unpend settles the call's pending confirmation of the event's turn, if
+// there is one.
+func (s *sessionLog) unpend(ev *messages.Event) {
 	if p, ok := s.pending[ev.GetCallId()]; ok && p.Turn == ev.GetTurn() {
-		delete(s.pending, ev.GetCallId())
-		return &p.PendingConfirm
+		s.settle(p)
 	}
-	return nil
+}
+
+// settle removes a pending confirmation and remembers it as decided.
+func (s *sessionLog) settle(p *pendingConfirm) {
+	delete(s.pending, p.CallID)
+	if s.decided[p.CallID] {
+		return
+	}
+	s.decided[p.CallID] = true
+	s.decidedOrder = append(s.decidedOrder, p.CallID)
+	if len(s.decidedOrder) > maxDecided {
+		delete(s.decided, s.decidedOrder[0])
+		s.decidedOrder = slices.Delete(s.decidedOrder, 0, 1)
+	}
 }
 
 // unask removes the call's pending question.
