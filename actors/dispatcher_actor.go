@@ -97,8 +97,9 @@ func (a *dispatcherActor) Receive(ctx actor.Context) {
 		// actor; without one, the board tells a question answered before
 		// the session went idle from one never asked.
 		if !a.route(ctx, m.Session, m, false) {
-			ctx.Respond(&messages.Ack{Error: ackError(a.cfg.board.answer(m.Session, m.CallId,
-				toolkit.Answer{Text: m.Text, Declined: m.Declined, Origins: m.Origins}))})
+			err := ackError(a.cfg.board.answer(m.Session, m.CallId, toolkit.Answer{Text: m.Text, Declined: m.Declined, Origins: m.Origins}))
+			a.cfg.traceDelivery(ctx, "AnswerQuestion", m.Traceparent, m.Tracestate, m.Session, m.CallId, err)
+			ctx.Respond(&messages.Ack{Error: err})
 		}
 	case *messages.EndRun:
 		a.routeJob(ctx, m.Session, m)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -294,5 +296,64 @@ func TestNewSessionReadsNoRun(t *testing.T) {
 			t.Fatalf("%d run loads after a turn of a session with a committed turn, want 1", n)
 		}
 		synctest.Wait()
+	})
+}
+
+// TestAnswerAfterIdleIsTraced: an answer for a session that went idle is
+// settled by the dispatcher itself (already answered), and its delivery is
+// traced like one the session's actor settles.
+func TestAnswerAfterIdleIsTraced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+		h := newHarness(t, func(c *Config) {
+			c.Tracer = tp.Tracer("test")
+			c.SessionIdle = time.Hour
+			c.Registry.Register(toolkit.Tool{Name: "ask", Description: "Asks the human.", Schema: json.RawMessage(objSchema),
+				ReadOnly: true, Handler: func(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
+					a, err := c.Ask(ctx, toolkit.Question{Text: "which?"})
+					if err != nil {
+						return toolkit.Result{}, err
+					}
+					return toolkit.Result{Content: "answer " + a.Text}, nil
+				}})
+		})
+		base := localProcesses(h.d.system)
+		h.onEv = func(e *messages.Event) {
+			if e.Kind == toolkit.QuestionText && e.CallId == "q1" {
+				go func() { _ = h.d.Answer(context.Background(), e.Session, e.CallId, "blue", false) }()
+			}
+		}
+		if r := h.dispatch(turn("s1", "r", call("q1", "ask", `{}`))); r.Messages[0].Content != "answer blue" {
+			t.Fatalf("asked turn: %v", r.Messages[0])
+		}
+		synctest.Wait()
+		if got := localProcesses(h.d.system); got != base {
+			t.Fatalf("%d processes after the turn, %d before: the session did not go idle", got, base)
+		}
+		ctx, _ := callerContext(t)
+		if err := h.d.Answer(ctx, "s1", "q1", "red", false); err != ErrAlreadyAnswered {
+			t.Fatalf("second answer after the session went idle: %v, want %v", err, ErrAlreadyAnswered)
+		}
+		var answer sdktrace.ReadOnlySpan
+		for _, s := range rec.Ended() {
+			if s.Name() == spanAnswer {
+				answer = s
+			}
+		}
+		if answer == nil {
+			t.Fatal("no answer span")
+		}
+		for _, s := range rec.Ended() {
+			if s.Name() == spanDeliver && s.Parent().SpanID() == answer.SpanContext().SpanID() {
+				for _, a := range s.Attributes() {
+					if string(a.Key) == "error.type" && a.Value.AsString() == "already_answered" {
+						return
+					}
+				}
+				t.Fatalf("the delivery of the refused answer has attributes %v", s.Attributes())
+			}
+		}
+		t.Fatal("the refused answer has no delivery span: the dispatcher settled it untraced")
 	})
 }
