@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
@@ -26,16 +27,36 @@ func NewActorSystem(logger zerolog.Logger) *actor.ActorSystem {
 // passing state of the connections between members: a peer that leaves
 // (its connection ends), one that starts (gossip reaches it before it
 // knows the members), one that died (dropped at once: see
-// actors/cluster). A connection that cannot be made at all (a TLS
-// refusal) stays a warning.
+// actors/cluster), one not listening yet (members start one after another).
+// A connection that cannot be made otherwise (a TLS refusal) stays a
+// warning: see refusedConnect.
 var transientLevels = map[string]slog.Level{
 	"EndpointWriter lost connection":                   slog.LevelInfo,
 	"EndpointWriter failed to create receive stream":   slog.LevelInfo,
-	"EndpointWriter failed to connect":                 slog.LevelWarn,
+	"EndpointWriter failed to connect":                 slog.LevelInfo,
 	"EndpointWriter got DisconnectRequest form remote": slog.LevelInfo,
 	"sendGossipForMember failed":                       slog.LevelInfo,
 	"Got gossip request from unknown member":           slog.LevelInfo,
 	"Failed to shutdown partition placement actor":     slog.LevelInfo,
+}
+
+// failedConnect is protoactor's report of a connection to a member that
+// could not be made.
+const failedConnect = "EndpointWriter failed to connect"
+
+// refusedConnect reports whether r, a failedConnect, says the member's port
+// refused the connection (it is not listening: not started yet, or gone),
+// rather than a handshake that failed.
+func refusedConnect(r slog.Record) bool {
+	refused := false
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "error" && strings.Contains(a.Value.String(), "connection refused") {
+			refused = true
+			return false
+		}
+		return true
+	})
+	return refused
 }
 
 // transientQuiet is a slog.Handler that lowers transientLevels' messages.
@@ -46,7 +67,7 @@ func (h transientQuiet) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h transientQuiet) Handle(ctx context.Context, r slog.Record) error {
-	if l, ok := transientLevels[r.Message]; ok && r.Level > l {
+	if l, ok := transientLevels[r.Message]; ok && r.Level > l && (r.Message != failedConnect || refusedConnect(r)) {
 		r.Level = l
 		if !h.next.Enabled(ctx, l) {
 			return nil

@@ -212,7 +212,7 @@ func TestAnswersAreNotRefusedForTurnsInFlight(t *testing.T) {
 		t.Fatalf("the budget is not full: a third turn got %v %s", err, b)
 	}
 	for path, body := range map[string]any{
-		"/v1/sessions/full-0/confirm/h1": map[string]any{"approve": true},
+		"/v1/sessions/full-0/confirm/h1": map[string]any{"approve": true, "args_hash": "0000"},
 		"/v1/sessions/full-0/answer/h1":  map[string]any{"text": "yes"},
 	} {
 		resp, b := f.do("POST", path, body)
