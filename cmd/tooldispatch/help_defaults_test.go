@@ -210,7 +210,7 @@ func TestFlagDefaultsMatchHelp(t *testing.T) {
 			"automanage-port": none(func(o *options) string { return strconv.Itoa(o.automanagePort) }, "0"),
 			"etcd":            none(func(o *options) string { return o.etcd }, ""),
 			"redirect":        none(func(o *options) string { return strconv.FormatBool(o.redirect) }, "false"),
-			"postgres": none(func(o *options) string { return o.postgres }, ""),
+			"postgres":        none(func(o *options) string { return o.postgres }, ""),
 			"postgres-file": {doc: "$TOOLDISPATCH_PG_URL", want: "$TOOLDISPATCH_PG_URL", real: func(t *testing.T, c *defaultsCase) string {
 				// Without the flag and the variable the member refuses to
 				// start, naming both.
