@@ -27,6 +27,8 @@ import (
 const (
 	// etcdDialTimeout bounds connecting to etcd.
 	etcdDialTimeout = 5 * time.Second
+	// etcdBaseKey is the prefix of the members' keys in etcd.
+	etcdBaseKey = "/tooldispatch"
 	// postgresOpenTimeout bounds connecting to the shared store at start.
 	postgresOpenTimeout = 30 * time.Second
 )
@@ -127,7 +129,10 @@ func clusterOptions(o *options, cfg *fileConfig, log zerolog.Logger) (tdcluster.
 			// cluster's CA takes registrations from members only.
 			ec.TLS = co.TLS.Client.Clone()
 		}
-		p, err := etcd.NewWithConfig("/tooldispatch", ec)
+		if err := checkEtcd(ec); err != nil {
+			return co, err
+		}
+		p, err := etcd.NewWithConfig(etcdBaseKey, ec)
 		if err != nil {
 			return co, fmt.Errorf("--etcd: %w", err)
 		}

@@ -181,6 +181,9 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 		var cerr error
 		if co, cerr = clusterOptions(o, cfg, log); cerr != nil {
 			s.close(log)
+			if errors.Is(cerr, errEtcdUnreachable) {
+				return nil, failf(exitFailure, "%v", cerr)
+			}
 			return nil, failf(exitUsage, "%v", cerr)
 		}
 		shared, serr := clusterStore(o, store, log)
