@@ -33,15 +33,24 @@ const (
 	postgresOpenTimeout = 30 * time.Second
 )
 
+// errNoPostgres: a member was given no URL of the shared store.
+var errNoPostgres = errors.New("--cluster needs the URL of the shared PostgreSQL store: --postgres-file FILE or $TOOLDISPATCH_PG_URL (or --postgres URL, which every local user sees in the process list); the members share their sessions there")
+
+// postgresURL is the shared store's URL: --postgres (or --postgres-file),
+// else $TOOLDISPATCH_PG_URL.
+func postgresURL(o *options) (string, error) {
+	if url := cmp.Or(o.postgres, os.Getenv("TOOLDISPATCH_PG_URL")); url != "" {
+		return url, nil
+	}
+	return "", errNoPostgres
+}
+
 // clusterStore opens the shared PostgreSQL store and keeps the member's own
 // Badger (local) for the 30-minute cache.
 func clusterStore(o *options, local cachestore.Store, log zerolog.Logger) (cachestore.Store, error) {
-	url := o.postgres
-	if url == "" {
-		url = os.Getenv("TOOLDISPATCH_PG_URL")
-	}
-	if url == "" {
-		return nil, errors.New("--cluster needs --postgres URL (or $TOOLDISPATCH_PG_URL): the members share their sessions there")
+	url, err := postgresURL(o)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), postgresOpenTimeout)
 	defer cancel()
