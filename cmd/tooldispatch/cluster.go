@@ -27,19 +27,30 @@ import (
 const (
 	// etcdDialTimeout bounds connecting to etcd.
 	etcdDialTimeout = 5 * time.Second
+	// etcdBaseKey is the prefix of the members' keys in etcd.
+	etcdBaseKey = "/tooldispatch"
 	// postgresOpenTimeout bounds connecting to the shared store at start.
 	postgresOpenTimeout = 30 * time.Second
 )
 
+// errNoPostgres: a member was given no URL of the shared store.
+var errNoPostgres = errors.New("--cluster needs the URL of the shared PostgreSQL store: --postgres-file FILE or $TOOLDISPATCH_PG_URL (or --postgres URL, which every local user sees in the process list); the members share their sessions there")
+
+// postgresURL is the shared store's URL: --postgres (or --postgres-file),
+// else $TOOLDISPATCH_PG_URL.
+func postgresURL(o *options) (string, error) {
+	if url := cmp.Or(o.postgres, os.Getenv("TOOLDISPATCH_PG_URL")); url != "" {
+		return url, nil
+	}
+	return "", errNoPostgres
+}
+
 // clusterStore opens the shared PostgreSQL store and keeps the member's own
 // Badger (local) for the 30-minute cache.
 func clusterStore(o *options, local cachestore.Store, log zerolog.Logger) (cachestore.Store, error) {
-	url := o.postgres
-	if url == "" {
-		url = os.Getenv("TOOLDISPATCH_PG_URL")
-	}
-	if url == "" {
-		return nil, errors.New("--cluster needs --postgres URL (or $TOOLDISPATCH_PG_URL): the members share their sessions there")
+	url, err := postgresURL(o)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), postgresOpenTimeout)
 	defer cancel()
@@ -127,7 +138,10 @@ func clusterOptions(o *options, cfg *fileConfig, log zerolog.Logger) (tdcluster.
 			// cluster's CA takes registrations from members only.
 			ec.TLS = co.TLS.Client.Clone()
 		}
-		p, err := etcd.NewWithConfig("/tooldispatch", ec)
+		if err := checkEtcd(ec); err != nil {
+			return co, err
+		}
+		p, err := etcd.NewWithConfig(etcdBaseKey, ec)
 		if err != nil {
 			return co, fmt.Errorf("--etcd: %w", err)
 		}

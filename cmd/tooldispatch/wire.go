@@ -178,9 +178,16 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 	var co tdcluster.Options
 	bc := beltConfig(ws, store, o.data, o, cfg, nil, log)
 	if o.clusterName != "" {
+		if _, err := postgresURL(o); err != nil {
+			s.close(log)
+			return nil, failf(exitUsage, "%v", err)
+		}
 		var cerr error
 		if co, cerr = clusterOptions(o, cfg, log); cerr != nil {
 			s.close(log)
+			if errors.Is(cerr, errEtcdUnreachable) {
+				return nil, failf(exitFailure, "%v", cerr)
+			}
 			return nil, failf(exitUsage, "%v", cerr)
 		}
 		shared, serr := clusterStore(o, store, log)
