@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/actors"
-	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
@@ -41,7 +41,7 @@ func newBoundEnv(t *testing.T, approve func(actors.ApprovalRequest)) *boundEnv {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "downloaded\n") }))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL + "/file.txt"
-	store, err := cachestore.OpenBadger(cachestore.TestOptions(t.TempDir()))
+	store, err := badger.Open(badger.TestOptions(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

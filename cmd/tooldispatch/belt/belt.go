@@ -58,7 +58,7 @@ type Config struct {
 	// Versions, when set, keeps the file versions instead of Store: a
 	// cluster member keeps its own workspace's versions in its own store
 	// while Store is the members' shared one.
-	Versions cachestore.Store
+	Versions cachestore.VersionStore
 	// Shared says other processes write Store too (the members of a
 	// cluster): secrets and the error memory then read through to it, so a
 	// secret stored or an error recorded on one member is seen on all.
