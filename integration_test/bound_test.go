@@ -49,11 +49,10 @@ func newBoundEnv(t *testing.T, approve func(actors.ApprovalRequest)) *boundEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	versions := builtin.StoreVersions(store)
 	reg := toolkit.NewRegistry()
 	toolkit.RegisterMeta(reg)
-	builtin.Register(reg, builtin.Deps{Workspace: ws, Versions: versions})
-	interact.Register(reg, interact.Deps{Workspace: ws, Versions: versions})
+	builtin.Register(reg, builtin.Deps{Workspace: ws, Versions: store})
+	interact.Register(reg, interact.Deps{Workspace: ws, Versions: store})
 	w := web.Register(reg, web.Deps{Config: web.Config{AllowLoopback: true}, Workspace: ws})
 	e.d, err = actors.New(actors.Config{Registry: reg, Store: store,
 		Approver: func(ctx context.Context, r actors.ApprovalRequest) (bool, string) {

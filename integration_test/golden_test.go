@@ -195,7 +195,7 @@ func newEnv(t *testing.T, dir string, sc scenarioConfig) *env {
 	}
 	reg := toolkit.NewRegistry()
 	toolkit.RegisterMeta(reg)
-	builtin.Register(reg, builtin.Deps{Workspace: w, Versions: builtin.StoreVersions(store)})
+	builtin.Register(reg, builtin.Deps{Workspace: w, Versions: store})
 	registerScenarioTools(reg)
 	e := &env{t: t, store: store, answers: sc.Answers}
 	e.d, err = actors.New(actors.Config{Registry: reg, Store: store, MaxConcurrency: sc.MaxConcurrency, Events: e.onEvent,

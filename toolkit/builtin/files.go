@@ -46,7 +46,7 @@ const (
 type fileTools struct {
 	// immutable after Tools
 	ws       *Workspace
-	versions Versions
+	versions VersionStore
 	log      zerolog.Logger
 }
 
@@ -531,7 +531,7 @@ func (f *fileTools) fileHistory(ctx context.Context, c *toolkit.Call) (toolkit.R
 	case !errors.Is(err, fs.ErrNotExist):
 		return toolkit.Result{}, err
 	}
-	vs, err := f.versions.ListFileVersions(ctx, f.ws.Dir(), rel)
+	vs, err := f.versions.FileVersions(ctx, f.ws.Dir(), rel)
 	if err != nil {
 		return toolkit.Result{}, fmt.Errorf("listing versions of %s: %w", rel, err)
 	}

@@ -332,7 +332,7 @@ func (f *fileTools) restoreFile(ctx context.Context, c *toolkit.Call) (toolkit.R
 	if err != nil {
 		return toolkit.Result{}, err
 	}
-	content, err := f.versions.FileVersionBytes(ctx, f.ws.Dir(), rel, target.Version)
+	content, _, err := f.versions.FileVersionContent(ctx, f.ws.Dir(), rel, target.Version)
 	if err != nil {
 		return toolkit.Result{}, fmt.Errorf("reading version %d of %s: %w", target.Version, rel, err)
 	}

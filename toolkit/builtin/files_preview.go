@@ -100,7 +100,7 @@ func latestVersion(rel string) string { return rel + " (its latest kept version)
 // handler does, and the state line of that choice when the call names no
 // version (State form, "" otherwise).
 func (f *fileTools) restoreTarget(ctx context.Context, rel string, a toolkit.Args) (target VersionInfo, line string, err error) {
-	vs, err := f.versions.ListFileVersions(ctx, f.ws.Dir(), rel)
+	vs, err := f.versions.FileVersions(ctx, f.ws.Dir(), rel)
 	want := a.Int("version", 0)
 	if want == 0 {
 		st := "none"
@@ -167,7 +167,7 @@ func (f *fileTools) restorePreview(ctx context.Context, a toolkit.Args) toolkit.
 		p.Note = join(desc+", which records that it did not exist: the file is removed", p.Note)
 		return with(p)
 	}
-	content, err := f.versions.FileVersionBytes(ctx, f.ws.Dir(), snap.Path, target.Version)
+	content, _, err := f.versions.FileVersionContent(ctx, f.ws.Dir(), snap.Path, target.Version)
 	if err != nil {
 		return with(FailingPreview(snap, fmt.Sprintf("reading version %d of %s: %s", target.Version, snap.Path, messages.ClipText(err.Error(), 200))))
 	}

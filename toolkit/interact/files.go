@@ -29,8 +29,8 @@ var errNoWorkspace = errors.New("this host has no workspace, so no file can be r
 // opened. Safe for concurrent use.
 type wsFiles struct {
 	// immutable after Tools
-	ws       *builtin.Workspace // nil: no workspace
-	versions builtin.Versions   // nil: no versions kept
+	ws       *builtin.Workspace   // nil: no workspace
+	versions builtin.VersionStore // nil: no versions kept
 }
 
 // clean checks a path a call will write: inside the workspace, not the

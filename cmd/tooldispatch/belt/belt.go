@@ -127,9 +127,9 @@ func Register(reg *toolkit.Registry, c Config) (*Belt, error) {
 	log := c.Logger
 	ws := c.Workspace
 	b := &Belt{Registry: reg}
-	versions := builtin.StoreVersions(c.Store)
+	var versions builtin.VersionStore = c.Store
 	if c.Versions != nil {
-		versions = builtin.StoreVersions(c.Versions)
+		versions = c.Versions
 	}
 	toolkit.RegisterMeta(reg)
 	sb, err := sandbox.New(c.Sandbox, sandbox.Options{Workspace: ws.Dir(), Protected: c.Protected, Logger: log})

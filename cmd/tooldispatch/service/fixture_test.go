@@ -102,7 +102,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	f.reg = toolkit.NewRegistry()
 	toolkit.RegisterMeta(f.reg)
-	builtin.Register(f.reg, builtin.Deps{Workspace: f.ws, Versions: builtin.StoreVersions(f.store)})
+	builtin.Register(f.reg, builtin.Deps{Workspace: f.ws, Versions: f.store})
 	for _, tool := range o.tools {
 		f.reg.Register(tool)
 	}
