@@ -44,7 +44,7 @@ func (f *fileTools) editable(a toolkit.Args) (snap Snapshot, fail *toolkit.Previ
 	case snap.Exists && !snap.Regular:
 		why = fmt.Sprintf("%s is a %s, not a file", rel, snap.State)
 	case snap.Size > maxEditBytes:
-		why = fmt.Sprintf("%s is %s, more than the %s this tool handles", rel, humanSize(snap.Size), humanSize(maxEditBytes))
+		why = fmt.Sprintf("%s is %s, more than the %s this tool handles", rel, toolkit.HumanSize(snap.Size), toolkit.HumanSize(maxEditBytes))
 	}
 	if why == "" {
 		if err := f.ws.CheckWrite(rel); err != nil {
@@ -71,7 +71,7 @@ func (f *fileTools) editPreview(_ context.Context, a toolkit.Args) toolkit.Previ
 		return WritePreview(snap, []byte(a.String("content")), false)
 	}
 	if snap.Exists && !snap.Diffable {
-		return toolkit.Preview{State: StateOf(snap), Note: fmt.Sprintf("%s is %s, too large to show the patch in", snap.Path, humanSize(snap.Size))}
+		return toolkit.Preview{State: StateOf(snap), Note: fmt.Sprintf("%s is %s, too large to show the patch in", snap.Path, toolkit.HumanSize(snap.Size))}
 	}
 	updated, _, err := patched(snap.Path, string(snap.Content), snap.Exists, a)
 	if err != nil {

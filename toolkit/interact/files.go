@@ -113,17 +113,3 @@ func (f *wsFiles) write(ctx context.Context, rel string, data []byte, note strin
 	}
 	return version, f.ws.WriteFile(rel, data)
 }
-
-// humanSize writes a byte count for people.
-func humanSize(n int) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := unit, 0
-	for m := n / unit; m >= unit && exp < 3; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGT"[exp])
-}
