@@ -173,9 +173,9 @@ func (s *Server) writeReplyOutcome(w http.ResponseWriter, what string, err error
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, statusReply{Status: ackAccepted})
-	case errors.Is(err, ErrNoPending):
+	case errors.Is(err, actors.ErrNoPending):
 		writeError(w, noReplies)
-	case errors.Is(err, ErrAlreadyAnswered):
+	case errors.Is(err, actors.ErrAlreadyAnswered):
 		writeJSON(w, http.StatusConflict, statusReply{Status: ackAlreadyAnswered, Error: "already answered"})
 	default:
 		s.dispatcherError(w, what, err)
