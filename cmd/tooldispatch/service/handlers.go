@@ -189,7 +189,7 @@ func (s *Server) handleEndRun(w http.ResponseWriter, r *http.Request) {
 		s.dispatcherError(w, "ending a run", err)
 		return
 	}
-	s.runs.drop(runKey{session, run})
+	s.runs.Drop(runKey{Session: session, Run: run})
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -249,7 +249,7 @@ func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 	}
 	var decl runDecl
 	if session := q.Get("session"); session != "" {
-		decl = s.runs.get(runKey{session, cmp.Or(q.Get("run"), defaultRun)})
+		decl = s.runs.Get(runKey{Session: session, Run: cmp.Or(q.Get("run"), defaultRun)})
 	}
 	view, err := s.view(provider, decl)
 	if err != nil {

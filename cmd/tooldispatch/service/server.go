@@ -175,6 +175,7 @@ func New(opts Options) (*Server, error) {
 		log:     opts.Logger.With().Str("component", "service").Logger(),
 		done:    make(chan struct{}),
 		origins: map[string]bool{},
+		runs:    runDecls{Limit: maxRunDecls},
 		budget: &budget{size: opts.MaxInFlightBytes, onUsed: opts.Metrics.bodyBytesInFlight,
 			onRefused: opts.Metrics.overBudget.Inc},
 	}
