@@ -117,7 +117,7 @@ func TestBadgerCrashRecovery(t *testing.T) {
 	intended := map[string]int64{}  // highest turn reported with an intent
 	stuck, total := 0, 0
 	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
+	read := func() {
 		f := strings.Fields(sc.Text())
 		switch {
 		case len(f) == 2 && f[0] == "STUCK":
@@ -134,12 +134,20 @@ func TestBadgerCrashRecovery(t *testing.T) {
 				intended[f[1]] = n
 			}
 		}
+	}
+	for sc.Scan() {
+		read()
 		if stuck == crashStuck && total >= crashMinCommitted {
 			break
 		}
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatalf("kill: %v", err)
+	}
+	// The writer went on until the kill reached it: what it reported in
+	// the meantime is still in the pipe, and counts.
+	for sc.Scan() {
+		read()
 	}
 	err = cmd.Wait()
 	var exit *exec.ExitError
