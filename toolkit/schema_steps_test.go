@@ -32,12 +32,17 @@ func checkWithin(t *testing.T, s *Schema, args string) error {
 // doublingChain is a schema of n definitions, each applying the next one
 // twice to the same value: 2^n evaluations of any arguments.
 func doublingChain(n int) string {
+	return `{"type":"object","allOf":[{"$ref":"#/$defs/d0"}],` + chainDefs(n) + `}`
+}
+
+// chainDefs is the "$defs" member of doublingChain.
+func chainDefs(n int) string {
 	var sb strings.Builder
-	sb.WriteString(`{"type":"object","allOf":[{"$ref":"#/$defs/d0"}],"$defs":{`)
+	sb.WriteString(`"$defs":{`)
 	for i := range n {
 		fmt.Fprintf(&sb, `"d%d":{"allOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]},`, i, i+1, i+1)
 	}
-	fmt.Fprintf(&sb, `"d%d":{"type":"object"}}}`, n)
+	fmt.Fprintf(&sb, `"d%d":{"type":"object"}}`, n)
 	return sb.String()
 }
 
@@ -55,13 +60,14 @@ func TestExponentialSchemaIsRefused(t *testing.T) {
 		{"the same under not, where failures are not reported", `{"$defs":{"n":{"minItems":1,"anyOf":[{"items":{"$ref":"#/$defs/n"}},{"items":{"$ref":"#/$defs/n"}}]}},"type":"object","properties":{"t":{"not":{"not":{"$ref":"#/$defs/n"}}}}}`, nest(40)},
 		{"draft-07 items and $ref", `{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"n":{"allOf":[{"type":"array","items":{"$ref":"#/definitions/n"}},{"items":{"$ref":"#/definitions/n"}}]}},"type":"object","properties":{"t":{"$ref":"#/definitions/n"}}}`, nest(40)},
 		{"a chain of definitions applied twice each, any arguments", doublingChain(60), `{}`},
+		{"behind a $dynamicRef to a definition no keyword names", `{"type":"object","properties":{"t":{"$ref":"http://x.test/list"}},"$defs":{"n":{"$dynamicAnchor":"node","oneOf":[{"type":"array","items":{"$dynamicRef":"#node"}},{"type":"array","items":{"$dynamicRef":"#node"},"minItems":1}]},"list":{"$id":"http://x.test/list","$dynamicAnchor":"node","type":"array","items":{"$dynamicRef":"#node"}}}}`, nest(40)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := mustCompile(t, NewSchemaCache(), tc.schema)
 			err := checkWithin(t, s, tc.args)
 			var ve *ValidationError
-			if !errors.As(err, &ve) || !strings.Contains(err.Error(), "more than") || !strings.Contains(err.Error(), "schema") {
+			if !errors.As(err, &ve) || !errors.Is(err, ErrSchemaSteps) || !strings.Contains(err.Error(), "more than") || !strings.Contains(err.Error(), "schema") {
 				t.Fatalf("Check = %v, want invalid arguments saying the schema would take too many steps", err)
 			}
 		})
@@ -95,5 +101,38 @@ func TestLinearSchemasAreNotRefused(t *testing.T) {
 				t.Fatalf("Check = %v, want the arguments accepted", err)
 			}
 		})
+	}
+}
+
+// Calls under the bound one by one cannot add up to hours in a turn: the
+// turn's budget of evaluations is shared, as its matching budget is. The
+// schema's first alternative accepts at once, so each call is cheap to
+// validate while its bound counts the second (2^19 evaluations).
+func TestTurnSchemaStepsShared(t *testing.T) {
+	c := NewSchemaCache()
+	schema := `{"anyOf":[true,{"$ref":"#/$defs/d0"}],` + chainDefs(18) + `}`
+	s := mustCompile(t, c, schema)
+	args := mustParse(t, `{}`).Value
+	per := (&stepCounter{g: s.first.steps, memo: map[stepKey]int64{}}).count(s.first.sch, args)
+	if per < 1<<19 || per > maxSchemaSteps {
+		t.Fatalf("one call counts %d evaluations, want 2^19 to %d", per, maxSchemaSteps)
+	}
+	turn := c.NewTurnBudget()
+	calls := int(maxTurnSchemaSteps / per)
+	for i := range calls {
+		if err := s.Check(context.Background(), args, turn); err != nil {
+			t.Fatalf("call %d: Check = %v, want accepted within the turn's budget", i+1, err)
+		}
+	}
+	err := s.Check(context.Background(), args, turn)
+	if !errors.Is(err, ErrSchemaSteps) || !strings.Contains(err.Error(), "calls of this turn") {
+		t.Fatalf("call %d: Check = %v, want refused: the turn's evaluations are spent", calls+1, err)
+	}
+	// Another turn starts afresh; without a turn only the call's bound holds.
+	if err := s.Check(context.Background(), args, c.NewTurnBudget()); err != nil {
+		t.Fatalf("a new turn: Check = %v", err)
+	}
+	if err := s.Check(context.Background(), args, nil); err != nil {
+		t.Fatalf("no turn: Check = %v", err)
 	}
 }
