@@ -85,6 +85,16 @@ func TestRunCommandShellInArgvRefused(t *testing.T) {
 		{name: "pwsh -Command", argv: []string{"pwsh", "-NoProfile", "-Command", touch}},
 		{name: "pwsh -e", argv: []string{"pwsh", "-e", "dABvAHUAYwBoACAAcgBhAG4A"}},
 		{name: "tmux", argv: []string{"tmux", "new-session", "-d", touch}},
+		{name: "prlimit", argv: []string{"prlimit", "--nofile=64", "--cpu=10", "sh", "-c", touch}},
+		{name: "setarch", argv: []string{"setarch", "x86_64", "-R", "sh", "-c", touch}},
+		{name: "setarch by an architecture's name", argv: []string{"linux64", "--addr-no-randomize", "sh", "-c", touch}},
+		{name: "setarch without a command", argv: []string{"linux64"}, stdin: touch},
+		{name: "logsave", argv: []string{"logsave", "-a", "log.txt", "sh", "-c", touch}},
+		{name: "ssh-agent", argv: []string{"ssh-agent", "-a", "agent.sock", "sh", "-c", touch}},
+		{name: "choom", argv: []string{"choom", "-n", "10", "--", "sh", "-c", touch}},
+		{name: "uclampset", argv: []string{"uclampset", "-m", "0", "sh", "-c", touch}},
+		{name: "scriptlive", argv: []string{"scriptlive", "-c", touch, "timing", "typescript"}},
+		{name: "start-stop-daemon", argv: []string{"start-stop-daemon", "--start", "--oknodo", "--exec", "/bin/sh", "--", "-c", "touch " + e.path("ran")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
