@@ -133,6 +133,10 @@ func TestRunCommandShellInArgvNotOverRefused(t *testing.T) {
 		{name: "env of another program", argv: []string{"env", "-i", "A=1", "echo", "hi"}, want: "hi"},
 		{name: "timeout of another program", argv: []string{"timeout", "5", "echo", "hi"}, want: "hi"},
 		{name: "find -exec of another program", argv: []string{"find", "script.sh", "-exec", "cat", "{}", ";"}, want: "from-script"},
+		{name: "prlimit of another program", argv: []string{"prlimit", "--nofile=64", "echo", "hi"}, want: "hi"},
+		{name: "setarch of another program", argv: []string{"setarch", "x86_64", "-R", "echo", "hi"}, want: "hi"},
+		{name: "linux64 of another program", argv: []string{"linux64", "echo", "hi"}, want: "hi"},
+		{name: "logsave of another program", argv: []string{"logsave", "log.txt", "echo", "hi"}, want: "hi"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
