@@ -94,6 +94,8 @@ func TestRunCommandShellInArgvRefused(t *testing.T) {
 		{name: "choom", argv: []string{"choom", "-n", "10", "--", "sh", "-c", touch}},
 		{name: "uclampset", argv: []string{"uclampset", "-m", "0", "sh", "-c", touch}},
 		{name: "scriptlive", argv: []string{"scriptlive", "-c", touch, "timing", "typescript"}},
+		{name: "perf stat", argv: []string{"perf", "stat", "-x,", "-e", "task-clock", "sh", "-c", touch}},
+		{name: "perf record --", argv: []string{"perf", "record", "-q", "-o", "perf.data", "--", "sh", "-c", touch}},
 		{name: "start-stop-daemon", argv: []string{"start-stop-daemon", "--start", "--oknodo", "--exec", "/bin/sh", "--", "-c", "touch " + e.path("ran")}},
 	}
 	for _, tt := range tests {
