@@ -29,7 +29,8 @@ import (
 //     -S string split into words too), nice, nohup, setsid, stdbuf,
 //     timeout, time, chrt, ionice, taskset, prlimit, choom, uclampset,
 //     setarch (and its links: linux64, x86_64…), logsave, ssh-agent,
-//     start-stop-daemon's --exec or --startas, xargs, find -exec, flock,
+//     start-stop-daemon's --exec or --startas, perf (any argument taken
+//     as the program), xargs, find -exec, flock,
 //     chroot, unshare, nsenter, sudo, doas, pkexec, setpriv, strace,
 //     ltrace, busybox and toybox applets, nested to any depth;
 //   - programs that hand their argument to a shell, or start one, whatever
@@ -142,6 +143,8 @@ func findShell(argv []string, dir string, depth int) string {
 			return envShell(args, dir, depth)
 		case name == "start-stop-daemon":
 			return startStopDaemon(args, dir, depth)
+		case name == "perf":
+			return anyProgram(args, dir, depth)
 		case name == "setarch" && names[0] == "setarch" && len(args) > 0 && !strings.HasPrefix(args[0], "-"):
 			args = args[1:] // the architecture, absent under an architecture's name (linux64)
 		}
@@ -157,6 +160,24 @@ func findShell(argv []string, dir string, depth int) string {
 				return name + " without a program (it starts a shell)"
 			}
 			return findShell(rest, dir, depth+1)
+		}
+	}
+	return ""
+}
+
+// anyProgram checks a launcher whose options are too many to parse (perf
+// and its subcommands): the program after "--", else every argument that
+// is not an option taken as the program with the rest as its arguments.
+func anyProgram(args []string, dir string, depth int) string {
+	if i := slices.Index(args, "--"); i >= 0 {
+		return findShell(args[i+1:], dir, depth+1)
+	}
+	for i, a := range args {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		if how := findShell(args[i:], dir, depth+1); how != "" {
+			return how
 		}
 	}
 	return ""

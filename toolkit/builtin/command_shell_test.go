@@ -138,6 +138,7 @@ func TestRunCommandShellInArgvNotOverRefused(t *testing.T) {
 		{name: "prlimit of another program", argv: []string{"prlimit", "--nofile=64", "echo", "hi"}, want: "hi"},
 		{name: "setarch of another program", argv: []string{"setarch", "x86_64", "-R", "echo", "hi"}, want: "hi"},
 		{name: "linux64 of another program", argv: []string{"linux64", "echo", "hi"}, want: "hi"},
+		{name: "perf stat of another program", argv: []string{"perf", "stat", "-x,", "-e", "task-clock", "echo", "hi"}, want: "hi"},
 		{name: "logsave of another program", argv: []string{"logsave", "log.txt", "echo", "hi"}, want: "hi"},
 	}
 	for _, tt := range tests {
