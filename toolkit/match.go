@@ -33,6 +33,10 @@ var (
 	// patterns were not all matched: the call's or the turn's matching
 	// budget was spent (errors.Is tells).
 	ErrMatchBudget = errors.New("toolkit: the pattern-matching budget is spent")
+	// ErrSchemaSteps is why a ValidationError refused arguments without
+	// checking them: the schema would take more evaluations than one call
+	// or the turn may take (schema_steps.go; errors.Is tells).
+	ErrSchemaSteps = errors.New("toolkit: the schema would take too many steps to check the arguments")
 	// ErrCheckCanceled is returned by Schema.Check when its context ended
 	// while patterns were matched; the arguments were not checked in full.
 	ErrCheckCanceled = errors.New("toolkit: the argument check was canceled")
@@ -43,12 +47,15 @@ var (
 type MatchBudget struct {
 	total time.Duration
 	left  atomic.Int64 // nanoseconds
+	steps atomic.Int64 // schema evaluations left (maxTurnSchemaSteps)
 }
 
-// NewMatchBudget returns a budget of d (d <= 0: nothing may be matched).
+// NewMatchBudget returns a budget of d (d <= 0: nothing may be matched),
+// with the turn's bound on schema evaluations.
 func NewMatchBudget(d time.Duration) *MatchBudget {
 	b := &MatchBudget{total: max(d, 0)}
 	b.left.Store(int64(b.total))
+	b.steps.Store(maxTurnSchemaSteps)
 	return b
 }
 

@@ -38,6 +38,7 @@ type schemaInstance struct {
 	patterns bool
 	bound    time.Duration // of one match
 	run      *matchRun     // nil between validations
+	steps    *stepGraph    // what counting the evaluations needs
 }
 
 // engine compiles JSON Schema patterns as ECMA-262 regular expressions

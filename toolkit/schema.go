@@ -191,11 +191,21 @@ func (c *SchemaCache) compileInstance(doc any, loc string) (*schemaInstance, err
 		return nil, fmt.Errorf("schema: %w", err)
 	}
 	sch, err := comp.Compile(loc)
-	inst.compiled = true
 	if err != nil {
+		inst.compiled = true
 		return nil, fmt.Errorf("schema: %w", err)
 	}
+	roots, lost := []*jsonschema.Schema{sch}, false
+	for _, ptr := range anchorPointers(doc) {
+		if anchored, err := comp.Compile(loc + "#" + ptr); err == nil {
+			roots = append(roots, anchored)
+		} else {
+			lost = true
+		}
+	}
+	inst.compiled = true
 	inst.sch = sch
+	inst.steps = newStepGraph(roots, lost)
 	return inst, nil
 }
 
@@ -308,6 +318,9 @@ func (s *Schema) check(ctx context.Context, v any, turn *MatchBudget) error {
 		return nil
 	}
 	if !s.matches {
+		if refused := takeSteps(s.first.steps, s.first.sch, v, turn); refused != nil {
+			return refused
+		}
 		return phrase(s.first.sch.Validate(v), v, nil)
 	}
 	inst, err := s.take()
@@ -316,6 +329,14 @@ func (s *Schema) check(ctx context.Context, v any, turn *MatchBudget) error {
 	}
 	run := newMatchRun(ctx, s.cache.regexTimeout, s.cache.callBudget, turn, s.cache.now)
 	inst.run = run
+	if refused := takeSteps(inst.steps, inst.sch, v, turn); refused != nil {
+		inst.run = nil
+		s.put(inst)
+		if run.stop == stoppedCanceled {
+			return phrase(nil, v, run)
+		}
+		return refused
+	}
 	err = inst.sch.Validate(v)
 	inst.run = nil
 	s.put(inst)
@@ -344,6 +365,7 @@ type ValidationError struct {
 	Fields []FieldError
 	cause  *jsonschema.ValidationError // nil when only matching refused
 	budget bool                        // a matching budget was spent
+	steps  bool                        // the evaluations would be too many
 }
 
 // FieldError is one problem with the arguments.
@@ -379,8 +401,11 @@ func (e *ValidationError) Unwrap() error {
 	return e.cause
 }
 
-// Is reports ErrMatchBudget when a matching budget was spent.
-func (e *ValidationError) Is(target error) bool { return e.budget && target == ErrMatchBudget }
+// Is reports ErrMatchBudget when a matching budget was spent, and
+// ErrSchemaSteps when checking would take too many evaluations.
+func (e *ValidationError) Is(target error) bool {
+	return e.budget && target == ErrMatchBudget || e.steps && target == ErrSchemaSteps
+}
 
 // issue is one problem found while walking the validator's error tree.
 type issue struct {

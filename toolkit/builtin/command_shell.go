@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"bufio"
+	"cmp"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,11 +27,14 @@ import (
 //     symlink to it, a FIFO);
 //   - launchers that run another program from their arguments: env (its
 //     -S string split into words too), nice, nohup, setsid, stdbuf,
-//     timeout, time, chrt, ionice, taskset, xargs, find -exec, flock,
+//     timeout, time, chrt, ionice, taskset, prlimit, choom, uclampset,
+//     setarch (and its links: linux64, x86_64…), logsave, ssh-agent,
+//     start-stop-daemon's --exec or --startas, perf (any argument taken
+//     as the program), xargs, find -exec, flock,
 //     chroot, unshare, nsenter, sudo, doas, pkexec, setpriv, strace,
 //     ltrace, busybox and toybox applets, nested to any depth;
 //   - programs that hand their argument to a shell, or start one, whatever
-//     the arguments: su, runuser, sg, newgrp, script, watch, capsh,
+//     the arguments: su, runuser, sg, newgrp, script, scriptlive, watch, capsh,
 //     parallel, and the launchers above when given no program (chroot,
 //     unshare, sudo -s, …).
 //
@@ -50,7 +54,7 @@ var shells = []string{
 }
 
 // shellLaunchers always run a shell, or hand it their argument.
-var shellLaunchers = []string{"su", "runuser", "sg", "newgrp", "script", "watch", "capsh", "parallel",
+var shellLaunchers = []string{"su", "runuser", "sg", "newgrp", "script", "scriptlive", "watch", "capsh", "parallel",
 	"tmux", "screen", "bwrap", "firejail", "systemd-run", "run0", "machinectl", "proot"}
 
 // launcher is how a program that runs another one takes its arguments.
@@ -88,6 +92,15 @@ var launchers = map[string]launcher{
 	"catchsegv":        {},
 	"valgrind":         {},
 	"dbus-run-session": {long: []string{"config-file", "dbus-daemon"}},
+	"prlimit":          {valued: "po", long: []string{"pid", "output"}},
+	"choom":            {valued: "np", long: []string{"adjust", "pid"}},
+	"uclampset":        {valued: "mMp", long: []string{"pid"}},
+	"logsave":          {operands: 1},
+	"ssh-agent":        {valued: "aEOPt"},
+	// setarch's architecture operand comes first (skipped in findShell),
+	// its options, none with a value, after it. Without a program it
+	// starts /bin/sh.
+	"setarch": {bare: true},
 	// The dynamic loader runs the program it is given.
 	"ld.so": {long: []string{"library-path", "preload", "argv0", "audit", "inhibit-rpath", "glibc-hwcaps-mask", "glibc-hwcaps-prepend"}},
 }
@@ -128,6 +141,12 @@ func findShell(argv []string, dir string, depth int) string {
 			return findExec(args, dir, depth)
 		case name == "env":
 			return envShell(args, dir, depth)
+		case name == "start-stop-daemon":
+			return startStopDaemon(args, dir, depth)
+		case name == "perf":
+			return anyProgram(args, dir, depth)
+		case name == "setarch" && names[0] == "setarch" && len(args) > 0 && !strings.HasPrefix(args[0], "-"):
+			args = args[1:] // the architecture, absent under an architecture's name (linux64)
 		}
 		if l, ok := launchers[name]; ok {
 			if name == "flock" && slices.ContainsFunc(args, func(a string) bool { return a == "-c" || strings.HasPrefix(a, "--command") }) {
@@ -144,6 +163,62 @@ func findShell(argv []string, dir string, depth int) string {
 		}
 	}
 	return ""
+}
+
+// anyProgram checks a launcher whose options are too many to parse (perf
+// and its subcommands): the program after "--", else every argument that
+// is not an option taken as the program with the rest as its arguments.
+func anyProgram(args []string, dir string, depth int) string {
+	if i := slices.Index(args, "--"); i >= 0 {
+		return findShell(args[i+1:], dir, depth+1)
+	}
+	for i, a := range args {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		if how := findShell(args[i:], dir, depth+1); how != "" {
+			return how
+		}
+	}
+	return ""
+}
+
+// startStopDaemon checks what start-stop-daemon runs: the program of
+// --startas (-a), else of --exec (-x), with the arguments after "--".
+func startStopDaemon(args []string, dir string, depth int) string {
+	var exe, startas string
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			rest = args[i+1:]
+			break
+		}
+		var value *string
+		switch {
+		case a == "-x" || a == "--exec":
+			value = &exe
+		case a == "-a" || a == "--startas":
+			value = &startas
+		case strings.HasPrefix(a, "--exec="):
+			exe = a[len("--exec="):]
+		case strings.HasPrefix(a, "--startas="):
+			startas = a[len("--startas="):]
+		case strings.HasPrefix(a, "-x"):
+			exe = a[2:]
+		case strings.HasPrefix(a, "-a"):
+			startas = a[2:]
+		}
+		if value != nil && i+1 < len(args) {
+			i++
+			*value = args[i]
+		}
+	}
+	prog := cmp.Or(startas, exe)
+	if prog == "" {
+		return ""
+	}
+	return findShell(append([]string{prog}, rest...), dir, depth+1)
 }
 
 // program returns the program and its arguments in args, the arguments

@@ -85,6 +85,18 @@ func TestRunCommandShellInArgvRefused(t *testing.T) {
 		{name: "pwsh -Command", argv: []string{"pwsh", "-NoProfile", "-Command", touch}},
 		{name: "pwsh -e", argv: []string{"pwsh", "-e", "dABvAHUAYwBoACAAcgBhAG4A"}},
 		{name: "tmux", argv: []string{"tmux", "new-session", "-d", touch}},
+		{name: "prlimit", argv: []string{"prlimit", "--nofile=64", "--cpu=10", "sh", "-c", touch}},
+		{name: "setarch", argv: []string{"setarch", "x86_64", "-R", "sh", "-c", touch}},
+		{name: "setarch by an architecture's name", argv: []string{"linux64", "--addr-no-randomize", "sh", "-c", touch}},
+		{name: "setarch without a command", argv: []string{"linux64"}, stdin: touch},
+		{name: "logsave", argv: []string{"logsave", "-a", "log.txt", "sh", "-c", touch}},
+		{name: "ssh-agent", argv: []string{"ssh-agent", "-a", "agent.sock", "sh", "-c", touch}},
+		{name: "choom", argv: []string{"choom", "-n", "10", "--", "sh", "-c", touch}},
+		{name: "uclampset", argv: []string{"uclampset", "-m", "0", "sh", "-c", touch}},
+		{name: "scriptlive", argv: []string{"scriptlive", "-c", touch, "timing", "typescript"}},
+		{name: "perf stat", argv: []string{"perf", "stat", "-x,", "-e", "task-clock", "sh", "-c", touch}},
+		{name: "perf record --", argv: []string{"perf", "record", "-q", "-o", "perf.data", "--", "sh", "-c", touch}},
+		{name: "start-stop-daemon", argv: []string{"start-stop-daemon", "--start", "--oknodo", "--exec", "/bin/sh", "--", "-c", "touch " + e.path("ran")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,6 +135,11 @@ func TestRunCommandShellInArgvNotOverRefused(t *testing.T) {
 		{name: "env of another program", argv: []string{"env", "-i", "A=1", "echo", "hi"}, want: "hi"},
 		{name: "timeout of another program", argv: []string{"timeout", "5", "echo", "hi"}, want: "hi"},
 		{name: "find -exec of another program", argv: []string{"find", "script.sh", "-exec", "cat", "{}", ";"}, want: "from-script"},
+		{name: "prlimit of another program", argv: []string{"prlimit", "--nofile=64", "echo", "hi"}, want: "hi"},
+		{name: "setarch of another program", argv: []string{"setarch", "x86_64", "-R", "echo", "hi"}, want: "hi"},
+		{name: "linux64 of another program", argv: []string{"linux64", "echo", "hi"}, want: "hi"},
+		{name: "perf stat of another program", argv: []string{"perf", "stat", "-x,", "-e", "task-clock", "echo", "hi"}, want: "hi"},
+		{name: "logsave of another program", argv: []string{"logsave", "log.txt", "echo", "hi"}, want: "hi"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -123,7 +123,7 @@ func (f *fileTools) readFiles(ctx context.Context, c *toolkit.Call) (toolkit.Res
 		}
 		rel, err := f.ws.Clean(p)
 		if err == nil {
-			err = f.readOne(ctx, &out, rel, offset, limit)
+			err = f.readOne(ctx, &out, rel, offset, limit, c.Redactor)
 		}
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
@@ -145,8 +145,11 @@ func (f *fileTools) readFiles(ctx context.Context, c *toolkit.Call) (toolkit.Res
 }
 
 // readOne writes one file's header and numbered lines to out. It writes
-// nothing when it returns an error.
-func (f *fileTools) readOne(ctx context.Context, out *strings.Builder, rel string, offset, limit int64) error {
+// nothing when it returns an error. A line shown cut is redacted with red
+// first, without its end that may be the start of a secret the cut split
+// (the whole message is redacted again by the dispatcher, which sees only
+// what is kept).
+func (f *fileTools) readOne(ctx context.Context, out *strings.Builder, rel string, offset, limit int64, red toolkit.Redactor) error {
 	file, err := f.ws.open(rel)
 	if err != nil {
 		return err
@@ -203,7 +206,7 @@ func (f *fileTools) readOne(ctx context.Context, out *strings.Builder, rel strin
 		}
 		text := strings.ToValidUTF8(string(line), "\uFFFD")
 		if full > 0 {
-			text += fmt.Sprintf(" …[line cut: %s long]", toolkit.HumanSize(int64(full)))
+			text = toolkit.RedactHead(red, text) + fmt.Sprintf(" …[line cut: %s long]", toolkit.HumanSize(int64(full)))
 			lineCut = true
 		}
 		if first == 0 {

@@ -136,12 +136,14 @@ func (w *Workspace) lstat(rel string) (fs.FileInfo, error) {
 }
 
 // open opens rel for reading; tooldispatch's own files are refused, before
-// and after opening.
+// and after opening. It never waits for a writer: a FIFO opens at once
+// (O_NONBLOCK, which changes nothing for a regular file), and the callers
+// refuse it as not a regular file.
 func (w *Workspace) open(rel string) (*os.File, error) {
 	if err := w.guard(rel); err != nil {
 		return nil, err
 	}
-	f, err := w.root.Open(rel)
+	f, err := w.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, w.fileErr(rel, err)
 	}
@@ -206,13 +208,25 @@ func (w *Workspace) writeFile(rel string, data []byte) error {
 			return w.fileErr(dir, err)
 		}
 	}
-	f, err := w.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE, newFileMode)
+	// O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) instead of
+	// waiting for one; with a reader it opens, and is refused below.
+	f, err := w.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, newFileMode)
+	if errors.Is(err, syscall.ENXIO) {
+		return &fileError{path: rel, what: "is not a regular file"}
+	}
 	if err != nil {
 		return w.fileErr(rel, err)
 	}
 	if err := w.guardOpened(rel, f, true); err != nil {
 		f.Close()
 		return err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err != nil {
+			return w.fileErr(rel, err)
+		}
+		return &fileError{path: rel, what: "is not a regular file"}
 	}
 	if err := f.Truncate(0); err != nil {
 		f.Close()

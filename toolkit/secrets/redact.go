@@ -5,10 +5,13 @@ import (
 	"cmp"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
@@ -19,10 +22,12 @@ import (
 const minShiftedCore = 6
 
 // Redactor replaces every known secret value in a text with [secret:NAME]
-// (toolkit.Marker), along with the value's URL-encoded (query and path),
-// JSON-escaped and base64 forms (standard and URL alphabets, padded or not,
-// and the part of them that stays the same when the value is encoded inside
-// a longer text).
+// (toolkit.Marker), along with the value's URL-encoded (query and path,
+// hex digits in either case), JSON-escaped (as Go, PHP, Python, Java write
+// it: "/" escaped or not, non-ASCII as \uXXXX or not, hex digits in either
+// case) and base64 forms (standard and URL alphabets, padded or not, and
+// the part of them that stays the same when the value is encoded inside a
+// longer text).
 //
 // It is a toolkit.Redactor: NewStream redacts a text that arrives in
 // pieces, a secret split across pieces included.
@@ -203,25 +208,93 @@ func forms(v string) []string {
 	if v == "" {
 		return nil
 	}
-	out := []string{v, url.QueryEscape(v), url.PathEscape(v)}
-	// JSON-escaped, as Go writes it (with HTML escapes) and as most other
-	// encoders do (without).
-	if b, err := json.Marshal(v); err == nil {
-		out = append(out, string(b[1:len(b)-1]))
+	out := []string{v}
+	for _, esc := range []string{url.QueryEscape(v), url.PathEscape(v)} {
+		out = append(out, esc, lowerPercentHex(esc))
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err == nil {
-		b := bytes.TrimSpace(buf.Bytes())
-		out = append(out, string(b[1:len(b)-1]))
-	}
+	out = append(out, jsonForms(v)...)
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		padded := enc.EncodeToString([]byte(v))
 		out = append(out, padded, strings.TrimRight(padded, "="))
 		out = append(out, shiftedBase64(enc.WithPadding(base64.NoPadding), v)...)
 	}
 	return out
+}
+
+// jsonForms returns v as JSON encoders write it inside a string: Go's,
+// with HTML escapes and without (as most other encoders); each also with
+// "/" escaped as "\/" (PHP's json_encode), with every non-ASCII character
+// as \uXXXX (Python's json.dumps, PHP's), and with upper-case hex digits
+// (Java's and .NET's encoders). A server echoing a request writes the
+// value in its encoder's form, not in Go's.
+func jsonForms(v string) []string {
+	var bases []string
+	if b, err := json.Marshal(v); err == nil {
+		bases = append(bases, string(b[1:len(b)-1]))
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err == nil {
+		b := bytes.TrimSpace(buf.Bytes())
+		bases = append(bases, string(b[1:len(b)-1]))
+	}
+	var out []string
+	for _, base := range bases {
+		for _, f := range []string{base, asciiEscaped(base)} {
+			for _, g := range []string{f, strings.ReplaceAll(f, "/", `\/`)} {
+				out = append(out, g, upperUnicodeHex(g))
+			}
+		}
+	}
+	return out
+}
+
+// asciiEscaped writes every non-ASCII character of a JSON string's content
+// as \uXXXX, beyond the Basic Multilingual Plane as a surrogate pair.
+func asciiEscaped(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf:
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			hi, lo := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, `\u%04x\u%04x`, hi, lo)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
+}
+
+// upperUnicodeHex writes the hex digits of a JSON string's \uXXXX escapes
+// in upper case.
+func upperUnicodeHex(s string) string {
+	b := []byte(s)
+	for i := 0; i+6 <= len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if b[i+1] == 'u' {
+			copy(b[i+2:i+6], bytes.ToUpper(b[i+2:i+6]))
+		}
+		i++ // an escaped character, whatever it is, is not the start of an escape
+	}
+	return string(b)
+}
+
+// lowerPercentHex writes the hex digits of a percent-encoded text's escapes
+// in lower case, as many servers write them.
+func lowerPercentHex(s string) string {
+	b := []byte(s)
+	for i := 0; i+3 <= len(b); i++ {
+		if b[i] == '%' {
+			copy(b[i+1:i+3], bytes.ToLower(b[i+1:i+3]))
+			i += 2
+		}
+	}
+	return string(b)
 }
 
 // shiftedBase64 returns, for each of the three byte offsets modulo 3 at

@@ -275,3 +275,45 @@ func TestStreamHoldsBackOnlyWhatMayBeASecret(t *testing.T) {
 		t.Errorf("a nil redactor's stream: %q", got)
 	}
 }
+
+// TestRedactOtherEncodersForms: a server that echoes a request writes the
+// value as its own encoder does, not as Go's: PHP's json_encode escapes
+// "/" as "\/" (base64 tokens hold "/"), Python's json.dumps writes every
+// non-ASCII character as \uXXXX (surrogate pairs beyond the BMP), Java's
+// and .NET's encoders with upper-case hex digits, and many servers
+// percent-encode with lower-case hex digits.
+func TestRedactOtherEncodersForms(t *testing.T) {
+	const v = "tok+EN/abc=DEF-0123ä😀<x>"
+	r := NewRedactor(map[string]string{"K": v})
+	tests := []struct{ name, in string }{
+		{"PHP json_encode", `tok+EN\/abc=DEF-0123\u00e4\ud83d\ude00<x>`},
+		{"PHP json_encode, unicode kept", `tok+EN\/abc=DEF-0123ä😀<x>`},
+		{"PHP json_encode with HTML escapes", `tok+EN\/abc=DEF-0123\u00e4\ud83d\ude00\u003cx\u003e`},
+		{"Python json.dumps", `tok+EN/abc=DEF-0123\u00e4\ud83d\ude00<x>`},
+		{"upper-case hex escapes", `tok+EN/abc=DEF-0123\u00E4\uD83D\uDE00\u003Cx\u003E`},
+		{"lower-case percent-encoding, query", lowerHex(url.QueryEscape(v))},
+		{"lower-case percent-encoding, path", lowerHex(url.PathEscape(v))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := `{"echo":"` + tt.in + `"}`
+			if got, want := r.Redact(in), `{"echo":"[secret:K]"}`; got != want {
+				t.Errorf("Redact(%s) = %s, want %s", in, got, want)
+			}
+		})
+	}
+}
+
+// lowerHex writes the hex digits of esc's percent-escapes in lower case.
+func lowerHex(esc string) string {
+	var b strings.Builder
+	for i := 0; i < len(esc); i++ {
+		if esc[i] == '%' && i+2 < len(esc) {
+			b.WriteString(strings.ToLower(esc[i : i+3]))
+			i += 2
+			continue
+		}
+		b.WriteByte(esc[i])
+	}
+	return b.String()
+}
