@@ -4,9 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"fmt"
 	"hash"
-	"strings"
 
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
@@ -14,20 +12,19 @@ import (
 
 // callsHash identifies a turn's calls as pass 1 sees them, for turn ids
 // (idempotency keys): the hex SHA-256 over each call, in order, of its
-// normalised id (call_<position> when missing), its normalised name and its
-// canonical arguments (their raw text when they do not parse). A client
+// normalised id (made up by messages.CallIDs when missing), its normalised name and its
+// canonical arguments under the configured limits (their raw text when
+// they do not parse). A client
 // that sends the same calls again, whatever its JSON spacing or key order,
 // gets the same hash.
-func callsHash(calls []*messages.ToolCall) string {
+func callsHash(calls []*messages.ToolCall, lim toolkit.Limits) string {
 	h := sha256.New()
+	ids := messages.CallIDs(calls)
 	for i, tc := range calls {
-		id := strings.TrimSpace(tc.GetId())
-		if id == "" {
-			id = fmt.Sprintf("call_%d", i+1)
-		}
+		id := ids[i]
 		raw := tc.GetFunction().GetArguments()
 		args := []byte(raw)
-		if a, err := toolkit.ParseArgs(raw, toolkit.DefaultLimits); err == nil {
+		if a, err := toolkit.ParseArgs(raw, lim); err == nil {
 			args = a.Canonical
 		}
 		writeField(h, []byte(id))

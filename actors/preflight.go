@@ -42,6 +42,7 @@ type preflightActor struct {
 	plans []*callPlan
 	next  int
 
+	ids      []string // the calls' ids, made up where missing (messages.CallIDs)
 	seenIDs  map[string]bool
 	inTurn   map[string]*callPlan // by de-dup key: the first identical call of this turn
 	invalid  map[string]bool      // run-state de-dup keys made stale earlier in this turn
@@ -99,6 +100,7 @@ func (a *preflightActor) Receive(ctx actor.Context) {
 // rehashing per call.
 func (a *preflightActor) sizeFor() {
 	a.plans = make([]*callPlan, 0, len(a.in.calls))
+	a.ids = messages.CallIDs(a.in.calls)
 	a.seenIDs = make(map[string]bool, len(a.in.calls))
 	a.inTurn = make(map[string]*callPlan, len(a.in.calls))
 }
@@ -161,15 +163,11 @@ func (a *preflightActor) plan(i int, tc *messages.ToolCall) (p *callPlan, ask bo
 	in := a.in
 	// 1. Normalise.
 	p = &callPlan{idx: i, dupOf: -1}
-	p.id = strings.TrimSpace(tc.GetId())
+	// A missing id was made up by the pairing rule (messages.CallIDs),
+	// which never repeats another call's id.
+	p.id = a.ids[i]
 	p.name = toolkit.NormaliseName(tc.GetFunction().GetName())
-	repeated := p.id != "" && a.seenIDs[p.id]
-	if p.id == "" {
-		p.id = fmt.Sprintf("call_%d", i+1)
-		for a.seenIDs[p.id] {
-			p.id += "_"
-		}
-	}
+	repeated := a.seenIDs[p.id]
 	a.seenIDs[p.id] = true
 	if in.em.active() {
 		in.em.emit(&messages.Event{Kind: EventToolCall, CallId: p.id, Tool: p.name, Arguments: in.em.clip(tc.GetFunction().GetArguments(), maxEventArguments)})

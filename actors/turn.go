@@ -138,7 +138,7 @@ func (a *turnActor) start(ctx actor.Context) {
 	}
 	a.view, a.policy = p.view, p.policy
 	if a.req.TurnId != "" {
-		a.callsHash = callsHash(a.req.Message.GetToolCalls())
+		a.callsHash = callsHash(a.req.Message.GetToolCalls(), a.cfg.Limits)
 	}
 	ctx.Request(a.commit, &prepareTurn{run: a.run, turnID: a.req.TurnId, callsHash: a.callsHash})
 }

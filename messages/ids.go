@@ -21,6 +21,15 @@ import (
 // pairIDs gives every call of calls the id its reply carries, by the
 // pairing rule above. It is deterministic: the same calls get the same ids.
 func pairIDs(calls []*ToolCall) {
+	for i, id := range CallIDs(calls) {
+		calls[i].Id = id
+	}
+}
+
+// CallIDs returns the id every call of calls carries by the pairing rule
+// above, in call order, without changing calls.
+func CallIDs(calls []*ToolCall) []string {
+	ids := make([]string, len(calls))
 	taken := make(map[string]bool, len(calls))
 	for _, c := range calls {
 		if id := strings.TrimSpace(c.GetId()); id != "" {
@@ -37,6 +46,7 @@ func pairIDs(calls []*ToolCall) {
 			}
 			taken[id] = true
 		}
-		c.Id = id
+		ids[i] = id
 	}
+	return ids
 }

@@ -344,12 +344,10 @@ func (r *runner) refuse(tr *turnRefused) {
 	fmt.Fprintf(r.e.stderr, "tooldispatch: turn refused, the input goes on: %v\n", tr.err)
 	text := "not run: the turn was refused: " + tr.err.Error()
 	var msgs []*messages.ToolMessage
-	for i, tc := range tr.turn.Message.GetToolCalls() {
-		id := tc.GetId()
-		if id == "" {
-			id = fmt.Sprintf("call_%d", i+1)
-		}
-		msgs = append(msgs, &messages.ToolMessage{Role: "tool", ToolCallId: id, Name: tc.GetFunction().GetName(),
+	calls := tr.turn.Message.GetToolCalls()
+	ids := messages.CallIDs(calls)
+	for i, tc := range calls {
+		msgs = append(msgs, &messages.ToolMessage{Role: "tool", ToolCallId: ids[i], Name: tc.GetFunction().GetName(),
 			Status: string(toolkit.StatusError), Content: text})
 	}
 	r.out.TurnReply(0, tr.turn.Message, msgs, r.shape(tr.turn.Format))
