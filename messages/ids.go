@@ -21,14 +21,30 @@ import (
 // pairIDs gives every call of calls the id its reply carries, by the
 // pairing rule above. It is deterministic: the same calls get the same ids.
 func pairIDs(calls []*ToolCall) {
+	for i, id := range CallIDs(calls) {
+		calls[i].Id = id
+	}
+}
+
+// CallIDs returns the id every call of calls carries by the pairing rule
+// above, in call order, without changing calls.
+func CallIDs(calls []*ToolCall) []string {
+	ids := make([]string, len(calls))
+	missing := false
+	for i, c := range calls {
+		ids[i] = strings.TrimSpace(c.GetId())
+		missing = missing || ids[i] == ""
+	}
+	if !missing {
+		return ids
+	}
 	taken := make(map[string]bool, len(calls))
-	for _, c := range calls {
-		if id := strings.TrimSpace(c.GetId()); id != "" {
+	for _, id := range ids {
+		if id != "" {
 			taken[id] = true
 		}
 	}
-	for i, c := range calls {
-		id := strings.TrimSpace(c.GetId())
+	for i, id := range ids {
 		if id == "" {
 			base := fmt.Sprintf("call_%d", i+1)
 			id = base
@@ -36,7 +52,8 @@ func pairIDs(calls []*ToolCall) {
 				id = fmt.Sprintf("%s_%d", base, n)
 			}
 			taken[id] = true
+			ids[i] = id
 		}
-		c.Id = id
 	}
+	return ids
 }

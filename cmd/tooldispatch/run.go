@@ -335,12 +335,10 @@ func (r *runner) refuse(tr *turnRefused) {
 	fmt.Fprintf(r.e.stderr, "tooldispatch: turn refused, the input goes on: %v\n", tr.err)
 	text := "not run: the turn was refused: " + tr.err.Error()
 	var msgs []*messages.ToolMessage
-	for i, tc := range tr.turn.Message.GetToolCalls() {
-		id := tc.GetId()
-		if id == "" {
-			id = fmt.Sprintf("call_%d", i+1)
-		}
-		msgs = append(msgs, &messages.ToolMessage{Role: "tool", ToolCallId: id, Name: tc.GetFunction().GetName(),
+	calls := tr.turn.Message.GetToolCalls()
+	ids := messages.CallIDs(calls)
+	for i, tc := range calls {
+		msgs = append(msgs, &messages.ToolMessage{Role: "tool", ToolCallId: ids[i], Name: tc.GetFunction().GetName(),
 			Status: string(toolkit.StatusError), Content: text})
 	}
 	r.out.TurnReply(0, tr.turn.Message, msgs, r.shape(tr.turn.Format))
@@ -369,19 +367,24 @@ func (r *runner) request(t *inputTurn) (*actors.Prepared, error) {
 	decl := r.decls.Merge(key, t.ClientTools, t.HasClientTools, t.Exclude, t.HasExclude)
 	dt.ClientTools, dt.Exclude = decl.ClientTools, decl.Exclude
 
-	// --approve (ask when absent) is a ceiling (SPEC §16): a turn may
-	// lower it, never raise it; a turn that says nothing gets r.approve.
-	dt.Approve = actors.LowerApproval(cmp.Or(t.Approve, r.approve), cmp.Or(r.o.approve, actors.ApproveAsk))
-	if dt.Approve == actors.ApproveAsk {
+	// A turn that says nothing asks for r.approve. --approve (ask when
+	// absent) is the dispatcher's ceiling (SPEC §16, Config.MaxApprove):
+	// the dispatcher settles the turn's approval under it once, when it
+	// checks the turn, builds its tools view and chaos policy and parses
+	// its calls, before anything runs; what it refuses is bad input. A
+	// turn that would ask when nobody can be asked is narrowed to none.
+	dt.Approve = cmp.Or(t.Approve, r.approve)
+	var narrow actors.Policy
+	if approve, _ := r.stack.disp.Approval(dt.Approve, narrow); approve == actors.ApproveAsk {
 		who := "--approve ask"
 		if t.Approve != "" {
 			who = fmt.Sprintf("turn %d asks for approve %q", t.Index, t.Approve)
 		}
-		dt.Approve = r.askOrNone(who)
+		if r.askOrNone(who) != actors.ApproveAsk {
+			narrow.MaxApprove = actors.ApproveNone
+		}
 	}
-	// The dispatcher checks the turn and builds its tools view and chaos
-	// policy once, before anything runs: what it refuses is bad input.
-	p, err := r.stack.disp.Prepare(dt)
+	p, err := r.stack.disp.PrepareWith(dt, narrow)
 	if err != nil {
 		ie := &inputError{Turn: t.Index, Offset: t.Offset, Err: err}
 		if errors.Is(err, toolkit.ErrToolCollision) {
