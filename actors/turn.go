@@ -167,7 +167,7 @@ func (a *turnActor) prepared(ctx actor.Context, p *prepared) {
 func (a *turnActor) startPreflight(ctx actor.Context) {
 	in := &preflightInput{
 		cfg: a.cfg, view: a.view, runState: a.runState, em: a.em, provider: a.provider, run: a.run, turn: a.turn, chaos: a.policy,
-		calls: a.req.Message.GetToolCalls(), approve: LowerApproval(a.req.Approve, a.cfg.MaxApprove),
+		calls: a.req.Message.GetToolCalls(), text: a.req.Message.GetContent(), approve: LowerApproval(a.req.Approve, a.cfg.MaxApprove),
 		autoLoad: a.req.AutoLoadSchemas, turnCtx: a.ctx,
 	}
 	a.tr.startPreflight()
