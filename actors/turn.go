@@ -170,6 +170,9 @@ func (a *turnActor) startPreflight(ctx actor.Context) {
 		calls: a.req.Message.GetToolCalls(), text: a.req.Message.GetContent(), approve: LowerApproval(a.req.Approve, a.cfg.MaxApprove),
 		autoLoad: a.req.AutoLoadSchemas, turnCtx: a.ctx,
 	}
+	if asked, applied, lowered := approvalLowered(a.req, a.cfg.MaxApprove); lowered && a.em.active() {
+		a.em.emit(policyLoweredEvent(asked, applied))
+	}
 	a.tr.startPreflight()
 	plans, asking := planAll(in)
 	if asking == nil {

@@ -69,6 +69,10 @@ type EventJSON struct {
 	// own text of the turn, and the calls after it not checked yet.
 	TurnText string             `json:"turn_text,omitempty"`
 	Upcoming []UpcomingCallJSON `json:"upcoming,omitempty"`
+	// ApproveAsked and ApproveApplied tell, on a policy_lowered event, the
+	// approval the turn asked for and the lower one it got.
+	ApproveAsked   string `json:"approve_asked,omitempty"`
+	ApproveApplied string `json:"approve_applied,omitempty"`
 }
 
 // UpcomingCallJSON is an UpcomingCall as JSON.
@@ -174,7 +178,7 @@ func EventToJSON(ev *Event) EventJSON {
 		Text: ev.GetText(), Status: ev.GetStatus(), ArgsHash: ev.GetArgsHash(),
 		Arguments: ev.GetArguments(), Injected: ev.GetInjected(),
 		Diff: ev.GetDiff(), Note: ev.GetNote(), StateHash: ev.GetStateHash(),
-		TurnText: ev.GetTurnText(),
+		TurnText: ev.GetTurnText(), ApproveAsked: ev.GetApproveAsked(), ApproveApplied: ev.GetApproveApplied(),
 	}
 	for _, u := range ev.GetUpcoming() {
 		d.Upcoming = append(d.Upcoming, UpcomingCallJSON{CallID: u.GetCallId(), Tool: u.GetTool(), Arguments: u.GetArguments(), Asks: u.GetAsks()})

@@ -381,7 +381,12 @@ type DispatchTurn struct {
 	// "responses", "anthropic" or "gemini". find_tools hands schemas out in
 	// it, and in the strict ones (openai-strict, responses) a null for an
 	// optional property means the property is absent.
-	ToolsFormat   string `protobuf:"bytes,14,opt,name=tools_format,json=toolsFormat,proto3" json:"tools_format,omitempty"`
+	ToolsFormat string `protobuf:"bytes,14,opt,name=tools_format,json=toolsFormat,proto3" json:"tools_format,omitempty"`
+	// approve_asked is the approval the caller's turn asked for when the
+	// caller already lowered approve under its own ceiling (the service, the
+	// run command); empty otherwise. A turn whose approval ends lower than it
+	// asked starts with a policy_lowered event.
+	ApproveAsked  string `protobuf:"bytes,16,opt,name=approve_asked,json=approveAsked,proto3" json:"approve_asked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -510,6 +515,13 @@ func (x *DispatchTurn) GetTracestate() string {
 func (x *DispatchTurn) GetToolsFormat() string {
 	if x != nil {
 		return x.ToolsFormat
+	}
+	return ""
+}
+
+func (x *DispatchTurn) GetApproveAsked() string {
+	if x != nil {
+		return x.ApproveAsked
 	}
 	return ""
 }
@@ -1016,9 +1028,14 @@ type Event struct {
 	// are not checked yet: confirmations are asked one at a time, in call
 	// order, so these are checked, and asked if they need it, once this one
 	// is answered.
-	Upcoming      []*UpcomingCall `protobuf:"bytes,19,rep,name=upcoming,proto3" json:"upcoming,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Upcoming []*UpcomingCall `protobuf:"bytes,19,rep,name=upcoming,proto3" json:"upcoming,omitempty"`
+	// approve_asked and approve_applied, on a policy_lowered event (the
+	// first of its turn), are the approval the turn asked for and the lower
+	// one a ceiling gave it.
+	ApproveAsked   string `protobuf:"bytes,20,opt,name=approve_asked,json=approveAsked,proto3" json:"approve_asked,omitempty"`
+	ApproveApplied string `protobuf:"bytes,21,opt,name=approve_applied,json=approveApplied,proto3" json:"approve_applied,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
@@ -1175,6 +1192,20 @@ func (x *Event) GetUpcoming() []*UpcomingCall {
 		return x.Upcoming
 	}
 	return nil
+}
+
+func (x *Event) GetApproveAsked() string {
+	if x != nil {
+		return x.ApproveAsked
+	}
+	return ""
+}
+
+func (x *Event) GetApproveApplied() string {
+	if x != nil {
+		return x.ApproveApplied
+	}
+	return ""
 }
 
 // UpcomingCall is a call of a turn that a tool_confirm shows before it is
@@ -1526,7 +1557,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
 	"\n" +
 	"parameters\x18\x03 \x01(\tR\n" +
-	"parameters\"\xe4\x03\n" +
+	"parameters\"\x89\x04\n" +
 	"\fDispatchTurn\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03run\x18\x02 \x01(\tR\x03run\x12\x1a\n" +
@@ -1545,7 +1576,8 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\n" +
 	"tracestate\x18\r \x01(\tR\n" +
 	"tracestate\x12!\n" +
-	"\ftools_format\x18\x0e \x01(\tR\vtoolsFormat\"\x87\x01\n" +
+	"\ftools_format\x18\x0e \x01(\tR\vtoolsFormat\x12#\n" +
+	"\rapprove_asked\x18\x10 \x01(\tR\fapproveAsked\"\x87\x01\n" +
 	"\n" +
 	"CancelTurn\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1d\n" +
@@ -1588,7 +1620,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
 	"\breplayed\x18\x06 \x01(\bR\breplayed\x12\x16\n" +
 	"\x06member\x18\a \x01(\tR\x06member\x12\x1a\n" +
-	"\bconflict\x18\b \x01(\bR\bconflict\"\xe2\x03\n" +
+	"\bconflict\x18\b \x01(\bR\bconflict\"\xb0\x04\n" +
 	"\x05Event\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\asession\x18\x02 \x01(\tR\asession\x12\x10\n" +
@@ -1609,7 +1641,9 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\n" +
 	"state_hash\x18\x10 \x01(\tR\tstateHash\x12\x1b\n" +
 	"\tturn_text\x18\x12 \x01(\tR\bturnText\x129\n" +
-	"\bupcoming\x18\x13 \x03(\v2\x1d.tooldispatch.v1.UpcomingCallR\bupcoming\"m\n" +
+	"\bupcoming\x18\x13 \x03(\v2\x1d.tooldispatch.v1.UpcomingCallR\bupcoming\x12#\n" +
+	"\rapprove_asked\x18\x14 \x01(\tR\fapproveAsked\x12'\n" +
+	"\x0fapprove_applied\x18\x15 \x01(\tR\x0eapproveApplied\"m\n" +
 	"\fUpcomingCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1c\n" +

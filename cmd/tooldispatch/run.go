@@ -394,6 +394,9 @@ func (r *runner) request(t *inputTurn) (*actors.Prepared, error) {
 		}
 		dt.Approve = r.askOrNone(who)
 	}
+	// A turn that asked for more than it got starts with a policy_lowered
+	// event that says so.
+	dt.ApproveAsked = t.Approve
 	// The dispatcher checks the turn and builds its tools view and chaos
 	// policy once, before anything runs: what it refuses is bad input.
 	p, err := r.stack.disp.Prepare(dt)

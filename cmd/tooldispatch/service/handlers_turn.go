@@ -49,6 +49,11 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dt := p.Turn()
+	if ApprovalLowered(dt) {
+		// Said at once, before the turn waits for anything: the headers
+		// go out with the stream's start or with the reply.
+		w.Header().Set(ApproveLoweredHeader, dt.GetApproveAsked()+"->"+dt.GetApprove())
+	}
 	release, err := s.gates.acquire(r.Context(), dt.Session)
 	if err != nil {
 		// The client went away while an earlier turn of the session ran.
@@ -238,7 +243,7 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*actors.Prep
 	dt := &messages.DispatchTurn{
 		Session: session, Run: req.Run, Provider: req.Provider, Message: msg,
 		ClientTools: decl.clientTools, Exclude: s.exclude(decl),
-		Approve: approve, TurnId: req.TurnID, AutoLoadSchemas: autoLoad, Chaos: policy,
+		Approve: approve, ApproveAsked: req.Approve, TurnId: req.TurnID, AutoLoadSchemas: autoLoad, Chaos: policy,
 		ToolsFormat: cmp.Or(req.ToolsFormat, string(format)),
 	}
 	// The dispatcher checks the turn and builds its tools view (client

@@ -7,7 +7,7 @@
 
   const KINDS = ['tool_call', 'tool_call_start', 'tool_call_text', 'tool_call_end', 'exec_error',
     'tool_result', 'tool_confirm', 'tool_skipped', 'tool_deduped', 'schema_returned', 'lagged', 'secret_request',
-    'confirm_decided'];
+    'confirm_decided', 'policy_lowered'];
   const MAX_ROWS = 200;   // call rows per session
   const MAX_EVENTS = 50;  // live events listed per session
   const SEQ_PER_TURN = 1e9; // event n of turn t has seq t*SEQ_PER_TURN+n

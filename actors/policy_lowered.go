@@ -1,0 +1,41 @@
+package actors
+
+import (
+	"cmp"
+	"fmt"
+
+	"github.com/tooldispatch/tooldispatch/messages"
+)
+
+// EventPolicyLowered is the first event of a turn whose approval a ceiling
+// made lower than the turn asked for (SPEC §16: a turn may lower the
+// operator's approval, never raise it). It carries the approval asked for
+// and the one applied, so the caller learns at once why its calls are
+// asked, or skipped, instead of approved.
+const EventPolicyLowered = "policy_lowered"
+
+// ApprovalLowered reports whether applied is a lower approval than asked
+// (all to ask, or ask or all to none); "" asks for nothing.
+func ApprovalLowered(asked, applied string) bool {
+	return asked != "" && approvalRank(applied) < approvalRank(asked)
+}
+
+// approvalLowered returns the approval turn t asked for (before its
+// caller's ceiling, if the caller applied one) and the one it gets under
+// maxApprove, and whether that is lower.
+func approvalLowered(t *messages.DispatchTurn, maxApprove string) (asked, applied string, lowered bool) {
+	asked = cmp.Or(t.GetApproveAsked(), t.GetApprove())
+	applied = cmp.Or(LowerApproval(t.GetApprove(), maxApprove), ApproveNone)
+	return asked, applied, ApprovalLowered(asked, applied)
+}
+
+// policyLoweredEvent says that the turn asked for approval asked and got
+// applied.
+func policyLoweredEvent(asked, applied string) *messages.Event {
+	what := "its calls that change things are asked before they run"
+	if applied == ApproveNone {
+		what = "its calls that change things are skipped"
+	}
+	return &messages.Event{Kind: EventPolicyLowered, ApproveAsked: asked, ApproveApplied: applied,
+		Text: fmt.Sprintf("this turn asked for approve %q; the most it may get here is %q: %s", asked, applied, what)}
+}
