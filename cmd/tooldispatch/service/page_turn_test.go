@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
@@ -166,5 +167,37 @@ func TestRequestLine(t *testing.T) {
 	}
 	if _, _, srv := change("mcp__git_hub__create_issue", `{}`); srv != "git_hub" {
 		t.Errorf("change of an MCP tool names server %q, want git_hub", srv)
+	}
+}
+
+// TestPendingWithoutDeadline: a confirmation with no deadline (a deferred
+// approval) reads "waits until answered", with no time-out for page.js to
+// count down; one with a deadline says when it times out.
+func TestPendingWithoutDeadline(t *testing.T) {
+	page, err := parsePage("page.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		timeoutAt time.Time
+		want      string
+		deadline  bool
+	}{
+		{"deferred", time.Time{}, "waits until answered", false},
+		{"blocking", since.Add(5 * time.Minute), "times out at 09:35:00 UTC", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := PendingView{PendingConfirm: PendingConfirm{Session: "s", Turn: 1, CallID: "c1", Tool: "edit_file", Since: since}, TimeoutAt: tc.timeoutAt}
+			var b strings.Builder
+			if err := page.Execute(&b, &pageData{Confirms: []PendingView{v}, StatusWords: statusWordsJSON()}); err != nil {
+				t.Fatal(err)
+			}
+			html := b.String()
+			if !strings.Contains(html, tc.want) || strings.Contains(html, "data-timeout-at=") != tc.deadline {
+				t.Errorf("the timing of a %s confirmation: %s", tc.name, html[strings.Index(html, `<p class="timing"`):][:300])
+			}
+		})
 	}
 }
