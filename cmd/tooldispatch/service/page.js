@@ -125,7 +125,7 @@
   function logEvent(ev) {
     if (!ev.session) return;
     const list = q('ul.events', sessionBox(ev.session));
-    const parts = [ev.event, ev.call_id, ev.tool, ev.status].filter(Boolean);
+    const parts = [ev.event, ev.call_id, ev.tool, ev.status && words(ev.status)].filter(Boolean);
     const n = ev.seq ? `${ev.turn || Math.floor(ev.seq / SEQ_PER_TURN)}.${ev.seq % SEQ_PER_TURN}` : '–';
     list.prepend(el('li', {}, el('span', { class: 'seq', text: n, title: ev.seq ? `event ${ev.seq}` : '' }), ' ', parts.join(' ')));
     while (list.children.length > MAX_EVENTS) list.lastElementChild.remove();

@@ -48,7 +48,7 @@ func TestPolicyLoweredIsSaid(t *testing.T) {
 	for _, within := range []string{"ask", "none", ""} {
 		resp, body = f.do("POST", "/v1/sessions/low-s/turns", turn("r3", within, call(t, "c1", "calculate", map[string]any{"expression": "1 + 1"})))
 		if resp.StatusCode != http.StatusOK || resp.Header.Get(ApproveLoweredHeader) != "" {
-			t.Errorf("approve %q within the ceiling: %d, %s %q", within, resp.StatusCode, ApproveLoweredHeader, resp.Header.Get(ApproveLoweredHeader))
+			t.Errorf("approve %q within the ceiling: %d, %s %q: %s", within, resp.StatusCode, ApproveLoweredHeader, resp.Header.Get(ApproveLoweredHeader), body)
 		}
 	}
 	// Turns 2 to 5 went by on the session's stream: one policy_lowered, turn 2's.
