@@ -21,6 +21,7 @@ type preflightInput struct {
 	calls    []*messages.ToolCall
 	parsed   []preparedCall // rules 1 and 2 as Prepare read them, by call
 	approve  string         // the turn's approval, settled by the policy
+	text     string         // the model's text of the turn's assistant message
 	autoLoad bool
 	turnCtx  context.Context
 	run      string

@@ -84,7 +84,8 @@ func (a *preflightActor) put(ctx actor.Context, p *callPlan, pv toolkit.Preview)
 	a.in.em.emit(&messages.Event{Kind: EventToolConfirm, CallId: p.id, Tool: p.name, ArgsHash: p.argsHash,
 		Arguments: a.in.em.clip(string(p.args.Canonical), maxConfirmArguments),
 		Text:      fmt.Sprintf("Allow %s to run with these arguments? It is not read-only.", p.name),
-		Diff:      pv.Diff, Note: pv.Note, StateHash: pv.StateHash()})
+		Diff:      pv.Diff, Note: pv.Note, StateHash: pv.StateHash(),
+		TurnText: a.turnText(), Upcoming: a.upcoming()})
 }
 
 func (a *preflightActor) confirmReply(ctx actor.Context, m *messages.ConfirmReply) {

@@ -71,6 +71,10 @@ func (p *Prepared) Approve() string { return p.turn.GetApprove() }
 // another member was settled there, and reports false.
 func (p *Prepared) ApproveLowered() bool { return p.lowered }
 
+// ApproveAsked is the approval the turn asked for when a ceiling lowered
+// it (ApproveLowered), else "".
+func (p *Prepared) ApproveAsked() string { return p.turn.GetApproveAsked() }
+
 // prepare checks t and builds its Prepared under the dispatcher's policy
 // and narrow; requestID, when set, names the request (a turn from
 // elsewhere keeps its own). Errors wrap ErrBadRequest; a client tool named
@@ -102,6 +106,15 @@ func prepare(cfg *shared, t *messages.DispatchTurn, narrow Policy, requestID str
 	req := copyTurn(t)
 	if requestID != "" {
 		req.RequestId = requestID
+	}
+	// What the turn asked for travels with it when a ceiling lowered it,
+	// so a member it is forwarded to (which settles it again and finds
+	// nothing lower) still says so.
+	asked := cmp.Or(t.GetApproveAsked(), t.GetApprove())
+	lowered = lowered || ApprovalLowered(asked, approve)
+	req.ApproveAsked = ""
+	if lowered {
+		req.ApproveAsked = asked
 	}
 	req.Approve, req.Exclude = approve, exclude
 	p := &Prepared{turn: req, view: view.WithFormat(format), chaos: policy, lowered: lowered}

@@ -156,8 +156,11 @@ func (a *turnActor) prepared(ctx actor.Context, p *prepared) {
 func (a *turnActor) startPreflight(ctx actor.Context) {
 	in := &preflightInput{
 		cfg: a.cfg, view: a.p.view, em: a.em, provider: a.provider, run: a.run, turn: a.turn, chaos: a.p.chaos,
-		calls: a.req.Message.GetToolCalls(), parsed: a.p.calls, approve: a.p.Approve(),
+		calls: a.req.Message.GetToolCalls(), text: a.req.Message.GetContent(), parsed: a.p.calls, approve: a.p.Approve(),
 		autoLoad: a.req.AutoLoadSchemas, turnCtx: a.ctx,
+	}
+	if a.p.ApproveLowered() && a.em.active() {
+		a.em.emit(policyLoweredEvent(a.p.ApproveAsked(), a.p.Approve()))
 	}
 	a.tr.startPreflight()
 	rs := a.runState

@@ -65,6 +65,22 @@ type EventJSON struct {
 	Diff      string `json:"diff,omitempty"`
 	Note      string `json:"note,omitempty"`
 	StateHash string `json:"state_hash,omitempty"`
+	// TurnText and Upcoming show a tool_confirm with its turn: the model's
+	// own text of the turn, and the calls after it not checked yet.
+	TurnText string             `json:"turn_text,omitempty"`
+	Upcoming []UpcomingCallJSON `json:"upcoming,omitempty"`
+	// ApproveAsked and ApproveApplied tell, on a policy_lowered event, the
+	// approval the turn asked for and the lower one it got.
+	ApproveAsked   string `json:"approve_asked,omitempty"`
+	ApproveApplied string `json:"approve_applied,omitempty"`
+}
+
+// UpcomingCallJSON is an UpcomingCall as JSON.
+type UpcomingCallJSON struct {
+	CallID    string `json:"call_id"`
+	Tool      string `json:"tool"`
+	Arguments string `json:"arguments,omitempty"`
+	Asks      bool   `json:"asks"`
 }
 
 // ToolMessageJSON is m in the OpenAI shape with name and status.
@@ -162,6 +178,10 @@ func EventToJSON(ev *Event) EventJSON {
 		Text: ev.GetText(), Status: ev.GetStatus(), ArgsHash: ev.GetArgsHash(),
 		Arguments: ev.GetArguments(), Injected: ev.GetInjected(),
 		Diff: ev.GetDiff(), Note: ev.GetNote(), StateHash: ev.GetStateHash(),
+		TurnText: ev.GetTurnText(), ApproveAsked: ev.GetApproveAsked(), ApproveApplied: ev.GetApproveApplied(),
+	}
+	for _, u := range ev.GetUpcoming() {
+		d.Upcoming = append(d.Upcoming, UpcomingCallJSON{CallID: u.GetCallId(), Tool: u.GetTool(), Arguments: u.GetArguments(), Asks: u.GetAsks()})
 	}
 	if ns := ev.GetTimeUnixNano(); ns != 0 {
 		d.Time = time.Unix(0, ns).UTC().Format(time.RFC3339Nano)

@@ -381,7 +381,12 @@ type DispatchTurn struct {
 	// "responses", "anthropic" or "gemini". find_tools hands schemas out in
 	// it, and in the strict ones (openai-strict, responses) a null for an
 	// optional property means the property is absent.
-	ToolsFormat   string `protobuf:"bytes,14,opt,name=tools_format,json=toolsFormat,proto3" json:"tools_format,omitempty"`
+	ToolsFormat string `protobuf:"bytes,14,opt,name=tools_format,json=toolsFormat,proto3" json:"tools_format,omitempty"`
+	// approve_asked is the approval the caller's turn asked for when the
+	// caller already lowered approve under its own ceiling (the service, the
+	// run command); empty otherwise. A turn whose approval ends lower than it
+	// asked starts with a policy_lowered event.
+	ApproveAsked  string `protobuf:"bytes,16,opt,name=approve_asked,json=approveAsked,proto3" json:"approve_asked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -510,6 +515,13 @@ func (x *DispatchTurn) GetTracestate() string {
 func (x *DispatchTurn) GetToolsFormat() string {
 	if x != nil {
 		return x.ToolsFormat
+	}
+	return ""
+}
+
+func (x *DispatchTurn) GetApproveAsked() string {
+	if x != nil {
+		return x.ApproveAsked
 	}
 	return ""
 }
@@ -1012,9 +1024,23 @@ type Event struct {
 	// belongs to, so that a caller can follow the events of one request
 	// among those of its session. Empty for events outside a turn (the
 	// tool_result of a client result handed back between turns).
-	RequestId     string `protobuf:"bytes,17,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestId string `protobuf:"bytes,17,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// turn_text is the model's own text of the assistant message whose call a
+	// tool_confirm asks about (the reason it gave for its calls), redacted
+	// and cut; empty when the message had none.
+	TurnText string `protobuf:"bytes,18,opt,name=turn_text,json=turnText,proto3" json:"turn_text,omitempty"`
+	// upcoming lists, on a tool_confirm, the calls after it in its turn that
+	// are not checked yet: confirmations are asked one at a time, in call
+	// order, so these are checked, and asked if they need it, once this one
+	// is answered.
+	Upcoming []*UpcomingCall `protobuf:"bytes,19,rep,name=upcoming,proto3" json:"upcoming,omitempty"`
+	// approve_asked and approve_applied, on a policy_lowered event (the
+	// first of its turn), are the approval the turn asked for and the lower
+	// one a ceiling gave it.
+	ApproveAsked   string `protobuf:"bytes,20,opt,name=approve_asked,json=approveAsked,proto3" json:"approve_asked,omitempty"`
+	ApproveApplied string `protobuf:"bytes,21,opt,name=approve_applied,json=approveApplied,proto3" json:"approve_applied,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
@@ -1166,6 +1192,107 @@ func (x *Event) GetRequestId() string {
 	return ""
 }
 
+func (x *Event) GetTurnText() string {
+	if x != nil {
+		return x.TurnText
+	}
+	return ""
+}
+
+func (x *Event) GetUpcoming() []*UpcomingCall {
+	if x != nil {
+		return x.Upcoming
+	}
+	return nil
+}
+
+func (x *Event) GetApproveAsked() string {
+	if x != nil {
+		return x.ApproveAsked
+	}
+	return ""
+}
+
+func (x *Event) GetApproveApplied() string {
+	if x != nil {
+		return x.ApproveApplied
+	}
+	return ""
+}
+
+// UpcomingCall is a call of a turn that a tool_confirm shows before it is
+// checked.
+type UpcomingCall struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	CallId string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Tool   string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// arguments as the model sent them (run_tool unwrapped), redacted and cut.
+	Arguments string `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// asks: if its checks pass, the call needs approval (its tool is not
+	// read-only for these arguments, and the turn's approval is ask).
+	Asks          bool `protobuf:"varint,4,opt,name=asks,proto3" json:"asks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpcomingCall) Reset() {
+	*x = UpcomingCall{}
+	mi := &file_tooldispatch_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpcomingCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpcomingCall) ProtoMessage() {}
+
+func (x *UpcomingCall) ProtoReflect() protoreflect.Message {
+	mi := &file_tooldispatch_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpcomingCall.ProtoReflect.Descriptor instead.
+func (*UpcomingCall) Descriptor() ([]byte, []int) {
+	return file_tooldispatch_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *UpcomingCall) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *UpcomingCall) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *UpcomingCall) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+func (x *UpcomingCall) GetAsks() bool {
+	if x != nil {
+		return x.Asks
+	}
+	return false
+}
+
 // ConfirmReply answers a tool_confirm event.
 type ConfirmReply struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -1185,7 +1312,7 @@ type ConfirmReply struct {
 
 func (x *ConfirmReply) Reset() {
 	*x = ConfirmReply{}
-	mi := &file_tooldispatch_proto_msgTypes[13]
+	mi := &file_tooldispatch_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1324,7 @@ func (x *ConfirmReply) String() string {
 func (*ConfirmReply) ProtoMessage() {}
 
 func (x *ConfirmReply) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[13]
+	mi := &file_tooldispatch_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1337,7 @@ func (x *ConfirmReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmReply.ProtoReflect.Descriptor instead.
 func (*ConfirmReply) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{13}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConfirmReply) GetSession() string {
@@ -1273,7 +1400,7 @@ type ConfirmAck struct {
 
 func (x *ConfirmAck) Reset() {
 	*x = ConfirmAck{}
-	mi := &file_tooldispatch_proto_msgTypes[14]
+	mi := &file_tooldispatch_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1412,7 @@ func (x *ConfirmAck) String() string {
 func (*ConfirmAck) ProtoMessage() {}
 
 func (x *ConfirmAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[14]
+	mi := &file_tooldispatch_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1425,7 @@ func (x *ConfirmAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmAck.ProtoReflect.Descriptor instead.
 func (*ConfirmAck) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{14}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ConfirmAck) GetStatus() string {
@@ -1328,7 +1455,7 @@ type TurnRecord struct {
 
 func (x *TurnRecord) Reset() {
 	*x = TurnRecord{}
-	mi := &file_tooldispatch_proto_msgTypes[15]
+	mi := &file_tooldispatch_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1467,7 @@ func (x *TurnRecord) String() string {
 func (*TurnRecord) ProtoMessage() {}
 
 func (x *TurnRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[15]
+	mi := &file_tooldispatch_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1480,7 @@ func (x *TurnRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnRecord.ProtoReflect.Descriptor instead.
 func (*TurnRecord) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{15}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TurnRecord) GetTurn() int64 {
@@ -1442,7 +1569,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
 	"\n" +
 	"parameters\x18\x03 \x01(\tR\n" +
-	"parameters\"\xe4\x03\n" +
+	"parameters\"\x89\x04\n" +
 	"\fDispatchTurn\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03run\x18\x02 \x01(\tR\x03run\x12\x1a\n" +
@@ -1461,7 +1588,8 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\n" +
 	"tracestate\x18\r \x01(\tR\n" +
 	"tracestate\x12!\n" +
-	"\ftools_format\x18\x0e \x01(\tR\vtoolsFormat\"\x87\x01\n" +
+	"\ftools_format\x18\x0e \x01(\tR\vtoolsFormat\x12#\n" +
+	"\rapprove_asked\x18\x10 \x01(\tR\fapproveAsked\"\x87\x01\n" +
 	"\n" +
 	"CancelTurn\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1d\n" +
@@ -1504,7 +1632,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
 	"\breplayed\x18\x06 \x01(\bR\breplayed\x12\x16\n" +
 	"\x06member\x18\a \x01(\tR\x06member\x12\x1a\n" +
-	"\bconflict\x18\b \x01(\bR\bconflict\"\xa9\x03\n" +
+	"\bconflict\x18\b \x01(\bR\bconflict\"\xcf\x04\n" +
 	"\x05Event\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\asession\x18\x02 \x01(\tR\asession\x12\x10\n" +
@@ -1525,7 +1653,16 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\n" +
 	"state_hash\x18\x10 \x01(\tR\tstateHash\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x11 \x01(\tR\trequestId\"\xd2\x01\n" +
+	"request_id\x18\x11 \x01(\tR\trequestId\x12\x1b\n" +
+	"\tturn_text\x18\x12 \x01(\tR\bturnText\x129\n" +
+	"\bupcoming\x18\x13 \x03(\v2\x1d.tooldispatch.v1.UpcomingCallR\bupcoming\x12#\n" +
+	"\rapprove_asked\x18\x14 \x01(\tR\fapproveAsked\x12'\n" +
+	"\x0fapprove_applied\x18\x15 \x01(\tR\x0eapproveApplied\"m\n" +
+	"\fUpcomingCall\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\x12\x12\n" +
+	"\x04asks\x18\x04 \x01(\bR\x04asks\"\xd2\x01\n" +
 	"\fConfirmReply\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -1563,7 +1700,7 @@ func file_tooldispatch_proto_rawDescGZIP() []byte {
 	return file_tooldispatch_proto_rawDescData
 }
 
-var file_tooldispatch_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_tooldispatch_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_tooldispatch_proto_goTypes = []any{
 	(*FunctionCall)(nil),     // 0: tooldispatch.v1.FunctionCall
 	(*ToolCall)(nil),         // 1: tooldispatch.v1.ToolCall
@@ -1578,23 +1715,25 @@ var file_tooldispatch_proto_goTypes = []any{
 	(*Ack)(nil),              // 10: tooldispatch.v1.Ack
 	(*TurnResult)(nil),       // 11: tooldispatch.v1.TurnResult
 	(*Event)(nil),            // 12: tooldispatch.v1.Event
-	(*ConfirmReply)(nil),     // 13: tooldispatch.v1.ConfirmReply
-	(*ConfirmAck)(nil),       // 14: tooldispatch.v1.ConfirmAck
-	(*TurnRecord)(nil),       // 15: tooldispatch.v1.TurnRecord
+	(*UpcomingCall)(nil),     // 13: tooldispatch.v1.UpcomingCall
+	(*ConfirmReply)(nil),     // 14: tooldispatch.v1.ConfirmReply
+	(*ConfirmAck)(nil),       // 15: tooldispatch.v1.ConfirmAck
+	(*TurnRecord)(nil),       // 16: tooldispatch.v1.TurnRecord
 }
 var file_tooldispatch_proto_depIdxs = []int32{
-	0, // 0: tooldispatch.v1.ToolCall.function:type_name -> tooldispatch.v1.FunctionCall
-	1, // 1: tooldispatch.v1.AssistantMessage.tool_calls:type_name -> tooldispatch.v1.ToolCall
-	2, // 2: tooldispatch.v1.DispatchTurn.message:type_name -> tooldispatch.v1.AssistantMessage
-	4, // 3: tooldispatch.v1.DispatchTurn.client_tools:type_name -> tooldispatch.v1.ToolSpec
-	3, // 4: tooldispatch.v1.TurnResult.messages:type_name -> tooldispatch.v1.ToolMessage
-	2, // 5: tooldispatch.v1.TurnRecord.assistant:type_name -> tooldispatch.v1.AssistantMessage
-	3, // 6: tooldispatch.v1.TurnRecord.tool_messages:type_name -> tooldispatch.v1.ToolMessage
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	0,  // 0: tooldispatch.v1.ToolCall.function:type_name -> tooldispatch.v1.FunctionCall
+	1,  // 1: tooldispatch.v1.AssistantMessage.tool_calls:type_name -> tooldispatch.v1.ToolCall
+	2,  // 2: tooldispatch.v1.DispatchTurn.message:type_name -> tooldispatch.v1.AssistantMessage
+	4,  // 3: tooldispatch.v1.DispatchTurn.client_tools:type_name -> tooldispatch.v1.ToolSpec
+	3,  // 4: tooldispatch.v1.TurnResult.messages:type_name -> tooldispatch.v1.ToolMessage
+	13, // 5: tooldispatch.v1.Event.upcoming:type_name -> tooldispatch.v1.UpcomingCall
+	2,  // 6: tooldispatch.v1.TurnRecord.assistant:type_name -> tooldispatch.v1.AssistantMessage
+	3,  // 7: tooldispatch.v1.TurnRecord.tool_messages:type_name -> tooldispatch.v1.ToolMessage
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_tooldispatch_proto_init() }
@@ -1608,7 +1747,7 @@ func file_tooldispatch_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tooldispatch_proto_rawDesc), len(file_tooldispatch_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -109,6 +109,53 @@ func TestRunApproveFlagIsACeiling(t *testing.T) {
 	}
 }
 
+// TestRunSaysWhenApprovalWasLowered: a turn that asks for more approval
+// than it gets (under --approve, or --approve ask with no terminal to ask
+// on) starts with a policy_lowered event naming both, in run's output; a
+// turn that gets what it asked for has none.
+func TestRunSaysWhenApprovalWasLowered(t *testing.T) {
+	tests := []struct {
+		name string
+		flag []string
+		turn string // the envelope's approve field
+		want string // asked->applied, or "" for no event
+	}{
+		{"none, turn all", []string{"--approve", "none"}, `"approve":"all"`, "all->none"},
+		{"none, turn ask", []string{"--approve", "none"}, `"approve":"ask"`, "ask->none"},
+		{"ask without a terminal, turn all", []string{"--approve", "ask"}, `"approve":"all"`, "all->none"},
+		{"all, turn all", []string{"--approve", "all"}, `"approve":"all"`, ""},
+		{"all, turn none", []string{"--approve", "all"}, `"approve":"none"`, ""},
+		{"none, turn says nothing", []string{"--approve", "none"}, `"run":"r"`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			input := envelope(tt.turn+`,"auto_load_schemas":true`, editCall("e1", "notes.md", "changed\n"))
+			e, stdout, stderr := testEnv(strings.NewReader(input))
+			code, out := runInProcess(t, e, stdout, stderr, append([]string{"--workspace", ws, "--data", t.TempDir(), "--provider", "claude-code"}, append(tt.flag, "-")...)...)
+			if code != exitOK {
+				t.Fatalf("exit status %d; stderr:\n%s", code, stderr.String())
+			}
+			var got []string
+			for _, ev := range out.events {
+				if ev.Event == "policy_lowered" {
+					got = append(got, ev.ApproveAsked+"->"+ev.ApproveApplied)
+				}
+			}
+			var want []string
+			if tt.want != "" {
+				want = []string{tt.want}
+				if len(out.events) == 0 || out.events[0].Event != "policy_lowered" {
+					t.Errorf("the first event is not policy_lowered: %+v", out.events)
+				}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("policy_lowered events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestRunConfigExcludeIsACeiling: a tool the operator excludes is unknown
 // to every turn, whatever the turn's own exclude list says, and whatever
 // --approve allows.

@@ -48,6 +48,11 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	if p.ApproveLowered() {
+		// Said at once, before the turn waits for anything: the headers
+		// go out with the stream's start or with the reply.
+		w.Header().Set(ApproveLoweredHeader, p.ApproveAsked()+"->"+p.Approve())
+	}
 	s.runs.Put(key, decl)
 	if wantsEventStream(r) {
 		s.streamTurn(w, r, p, shape)

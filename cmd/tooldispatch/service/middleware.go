@@ -108,6 +108,8 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		}
 		if allowed {
 			w.Header().Set("Access-Control-Allow-Origin", origin)
+			// An allowed page may read what the service says in headers.
+			w.Header().Set("Access-Control-Expose-Headers", ApproveLoweredHeader+", "+OwnerHeader)
 			w.Header().Add("Vary", "Origin")
 		}
 		next.ServeHTTP(w, r)

@@ -37,6 +37,8 @@ type pageData struct {
 	Sessions  []pageSession
 	Confirms  []PendingView
 	Questions []PendingQuestion
+	// StatusWords is statusWords as JSON, for page.js.
+	StatusWords string
 }
 
 type pageSession struct {
@@ -90,7 +92,7 @@ type pageCall struct {
 // parsePage parses the template of the page called name (page.html,
 // login.html).
 func parsePage(name string) (*template.Template, error) {
-	t, err := template.New(name).ParseFS(pageFiles, name)
+	t, err := template.New(name).Funcs(template.FuncMap{"words": statusText}).ParseFS(pageFiles, name)
 	if err != nil {
 		return nil, fmt.Errorf("service: parsing %s: %w", name, err)
 	}
@@ -146,7 +148,7 @@ func (s *Server) handleStatic(w http.ResponseWriter, r *http.Request) {
 // pageData gathers the page's first state.
 func (s *Server) pageData(ctx context.Context) (*pageData, error) {
 	b := s.opts.Broker
-	data := &pageData{Confirms: s.pendingViews(b.Pending("")), Questions: b.Questions("")}
+	data := &pageData{Confirms: s.pendingViews(b.Pending("")), Questions: b.Questions(""), StatusWords: statusWordsJSON()}
 	live := b.Sessions()
 	ids := slices.Clone(live)
 	if len(ids) < pageSessions {
@@ -189,11 +191,7 @@ func (s *Server) pageData(ctx context.Context) (*pageData, error) {
 func pageTurnFromSummary(t TurnSummary) pageTurn {
 	pt := pageTurn{Turn: t.Turn, Run: t.Run, Started: t.Started.Format(time.RFC3339), Omitted: t.Omitted}
 	for _, c := range t.Calls {
-		st := c.State
-		if c.State == StateDone {
-			st = c.Status
-		}
-		pt.Calls = append(pt.Calls, pageCall{CallID: c.CallID, Tool: c.Tool, Status: st})
+		pt.Calls = append(pt.Calls, pageCall{CallID: c.CallID, Tool: c.Tool, Status: c.Shown()})
 	}
 	return pt
 }

@@ -7,9 +7,15 @@
 
   const KINDS = ['tool_call', 'tool_call_start', 'tool_call_text', 'tool_call_end', 'exec_error',
     'tool_result', 'tool_confirm', 'tool_skipped', 'tool_deduped', 'schema_returned', 'lagged', 'secret_request',
-    'confirm_decided'];
+    'confirm_decided', 'policy_lowered'];
   const MAX_ROWS = 200;   // call rows per session
   const MAX_EVENTS = 50;  // live events listed per session
+  const SEQ_PER_TURN = 1e9; // event n of turn t has seq t*SEQ_PER_TURN+n
+
+  // Plain words for states and statuses, from the server (statusWords).
+  let WORDS = {};
+  try { WORDS = JSON.parse(document.body.dataset.statusWords || '{}'); } catch (_) { /* codes shown as they are */ }
+  const words = (code) => WORDS[code] || code;
 
   const q = (sel, root) => (root || document).querySelector(sel);
   const attr = (name, value) => `[${name}="${CSS.escape(String(value))}"]`;
@@ -33,7 +39,7 @@
   }
 
   function updateEmpty() {
-    q('#nothing-pending').hidden = !!(q('#confirms li') || q('#questions li'));
+    q('#nothing-pending').hidden = !!(q('#confirms li.confirm') || q('#questions li'));
     q('#no-sessions').hidden = !!q('article.session');
   }
 
@@ -50,7 +56,7 @@
         el('thead', {}, el('tr', {}, el('th', { text: 'turn' }), el('th', { text: 'call' }),
           el('th', { text: 'tool' }), el('th', { text: 'status' }))),
         tbody),
-      el('details', { class: 'live' }, el('summary', { text: 'Live events' }), el('ol', { class: 'events' })));
+      el('details', { class: 'live' }, el('summary', { text: 'Live events' }), el('ul', { class: 'events' })));
     q('#session-list').prepend(box);
     return box;
   }
@@ -64,7 +70,7 @@
       el('td', { class: 'turn', text: String(ev.turn) }),
       el('td', { class: 'call-id' }, el('code', { text: ev.call_id })),
       el('td', { class: 'tool', text: ev.tool || '' }),
-      el('td', { class: 'status', text: 'checking' }));
+      el('td', { class: 'status', text: words('checking') }));
     const tbody = q('tbody', box);
     tbody.append(row);
     while (tbody.rows.length > MAX_ROWS) tbody.deleteRow(0);
@@ -74,9 +80,31 @@
   function setStatus(row, status, title) {
     if (!row) return;
     row.dataset.status = status;
-    q('td.status', row).textContent = status;
+    q('td.status', row).textContent = words(status);
     if (title !== undefined) row.title = title.length > 2000 ? title.slice(0, 2000) + '…' : title;
     updateGlance(row.closest('article.session'));
+    updateTurnCalls(row.closest('article.session').dataset.session, Number(row.dataset.turn), row.dataset.callId, status);
+  }
+
+  // updateTurnCalls shows a call's new state in the call lists of the
+  // pending items of its turn.
+  function updateTurnCalls(session, turn, callId, status) {
+    for (const li of document.querySelectorAll('#confirms li.confirm' + attr('data-session', session) + attr('data-turn', turn))) {
+      let tr = q('table.turn-calls tr' + attr('data-call-id', callId), li);
+      if (!tr) continue;
+      tr.dataset.status = status;
+      q('td.status', tr).textContent = (tr.classList.contains('this') ? 'this one: ' : '') + words(status);
+    }
+  }
+
+  // markReady marks the calls before a confirmation in its turn that are
+  // still "checking" as checked: pass 1 checks calls in order, so they
+  // passed and wait to run.
+  function markReady(ev) {
+    const box = sessionBox(ev.session);
+    for (const row of box.querySelectorAll('tr.call' + attr('data-turn', ev.turn) + '[data-status="checking"]')) {
+      if (row.dataset.callId !== ev.call_id) setStatus(row, 'ready');
+    }
   }
 
   // updateGlance counts the statuses of the session's last turn.
@@ -90,14 +118,16 @@
     }
     const p = q('p.glance', box);
     p.replaceChildren(`last turn ${last}:`);
-    for (const [status, n] of counts) p.append(' ', el('span', { class: 'count', 'data-status': status, text: `${n} ${status}` }));
+    for (const [status, n] of counts) p.append(' ', el('span', { class: 'count', 'data-status': status, text: `${n} ${words(status)}` }));
   }
 
+  // logEvent lists an event with its number: turn and place in the turn.
   function logEvent(ev) {
     if (!ev.session) return;
-    const list = q('ol.events', sessionBox(ev.session));
-    const parts = [ev.event, ev.call_id, ev.tool, ev.status].filter(Boolean);
-    list.prepend(el('li', { text: parts.join(' ') }));
+    const list = q('ul.events', sessionBox(ev.session));
+    const parts = [ev.event, ev.call_id, ev.tool, ev.status && words(ev.status)].filter(Boolean);
+    const n = ev.seq ? `${ev.turn || Math.floor(ev.seq / SEQ_PER_TURN)}.${ev.seq % SEQ_PER_TURN}` : '–';
+    list.prepend(el('li', {}, el('span', { class: 'seq', text: n, title: ev.seq ? `event ${ev.seq}` : '' }), ' ', parts.join(' ')));
     while (list.children.length > MAX_EVENTS) list.lastElementChild.remove();
   }
 
@@ -110,12 +140,70 @@
   function removePending(kind, session, callId) {
     const li = q(pendingSel(kind, session, callId));
     if (li) li.remove();
+    if (kind === 'confirms') removeNext(session, callId);
   }
 
-  function what(p) {
-    return el('div', { class: 'what' },
-      el('span', { class: 'session-id', text: p.session }), ` · turn ${p.turn} · `,
-      el('code', { class: 'tool', text: p.tool }), ' · ', el('code', { class: 'call-id', text: p.call_id }));
+  // removeNext removes the previews of the calls queued after a
+  // confirmation: the next one asked brings its own.
+  function removeNext(session, callId) {
+    for (const li of document.querySelectorAll('#confirms li.next' + attr('data-session', session) + attr('data-after', callId))) li.remove();
+  }
+
+  function what(p, badge) {
+    const w = el('div', { class: 'what' });
+    if (badge) w.append(el('span', { class: 'badge', text: badge }), ' ');
+    w.append('session ', el('span', { class: 'session-id', text: p.session }), ` · turn ${p.turn} · `,
+      el('code', { class: 'tool', text: p.tool }), ' · call ', el('code', { class: 'call-id', text: p.call_id }));
+    return w;
+  }
+
+  // change shows what a call would change besides a diff: the MCP server,
+  // the command line, the request line.
+  function change(p) {
+    const out = [];
+    if (p.mcp_server) out.push(el('p', { class: 'mcp-server' }, 'MCP server ', el('code', { text: p.mcp_server })));
+    if (p.command) out.push(el('pre', { class: 'command', text: '$ ' + p.command }));
+    if (p.request) out.push(el('pre', { class: 'request', text: p.request }));
+    return out;
+  }
+
+  function turnText(p) {
+    if (!p.turn_text) return el('p', { class: 'turn-text none', text: 'The model gave no text with this turn.' });
+    return el('figure', { class: 'turn-text' }, el('figcaption', { text: "The model's text with this turn" }),
+      el('blockquote', { text: p.turn_text }));
+  }
+
+  function turnCalls(p) {
+    if (!p.calls || p.calls.length === 0) return [];
+    const tbody = el('tbody');
+    for (const c of p.calls) {
+      const tr = el('tr', { 'data-call-id': c.call_id, 'data-status': c.status },
+        el('td', { class: 'call-id' }, el('code', { text: c.call_id })),
+        el('td', { class: 'tool' }, el('code', { text: c.tool })),
+        el('td', { class: 'status', text: (c.this ? 'this one: ' : '') + (c.words || words(c.status)) }));
+      if (c.this) tr.className = 'this';
+      tbody.append(tr);
+    }
+    const d = el('details', { class: 'turn-calls' }, el('summary', { text: "This turn's calls" }),
+      el('table', { class: 'turn-calls' }, tbody));
+    d.open = true;
+    return [d];
+  }
+
+  const FILE_TOOLS = ['edit_file', 'remove_file', 'restore_file'];
+
+  // nextItem previews a call queued after p that will ask when its turn
+  // comes.
+  function nextItem(p, n) {
+    const args = el('details', { class: 'args-box' }, el('summary', { text: 'Arguments' }),
+      el('pre', { class: 'args', text: n.arguments || '' }));
+    if (!n.command && !n.request) args.open = true;
+    const text = el('p', { class: 'next-text' }, 'Asked once ', el('code', { text: p.call_id }),
+      ' above is answered (calls are asked one at a time, in order)' +
+      (FILE_TOOLS.includes(n.tool) ? '; its diff is computed then.' : '.'));
+    return el('li', { class: 'next', 'data-session': p.session, 'data-call-id': n.call_id, 'data-after': p.call_id,
+      'data-turn': String(p.turn) },
+    what({ session: p.session, turn: p.turn, tool: n.tool, call_id: n.call_id }, 'next'), text, ...change(n), args);
   }
 
   // diffBlock shows a diff computed by the server, one span per line,
@@ -133,27 +221,41 @@
     return pre;
   }
 
+  // hasDeadline tells a confirmation that times out from one that waits
+  // until it is answered (no timeout_at, or the zero time).
+  function hasDeadline(at) {
+    return !!at && !at.startsWith('0001-');
+  }
+
+  // addConfirm shows a pending confirmation, then the previews of the
+  // calls queued after it that will ask (replacing any shown before).
   function addConfirm(p) {
-    if (q(pendingSel('confirms', p.session, p.call_id))) return;
-    const extra = [];
-    if (p.command) extra.push(el('pre', { class: 'command', text: '$ ' + p.command }));
-    if (p.diff) extra.push(diffBlock(p.diff));
-    if (p.note) extra.push(el('p', { class: 'diff-note', text: p.note }));
-    const args = el('details', { class: 'args-box' }, el('summary', { text: 'Arguments' }),
-      el('pre', { class: 'args', text: p.arguments }));
-    if (!p.diff && !p.command) args.open = true;
-    const timing = el('p', { class: 'timing', 'data-since': p.since || '', 'data-timeout-at': p.timeout_at || '' });
-    q('#confirms').append(el('li', { class: 'confirm', 'data-session': p.session, 'data-call-id': p.call_id,
-      'data-args-hash': p.args_hash, 'data-turn': String(p.turn), tabIndex: 0 },
-      what(p),
+    let li = q(pendingSel('confirms', p.session, p.call_id));
+    if (!li) {
+      const extra = change(p);
+      if (p.diff) extra.push(diffBlock(p.diff));
+      if (p.note) extra.push(el('p', { class: 'diff-note', text: p.note }));
+      const args = el('details', { class: 'args-box' }, el('summary', { text: 'Arguments' }),
+        el('pre', { class: 'args', text: p.arguments }));
+      if (!p.diff && !p.command && !p.request) args.open = true;
+      const timing = el('p', { class: 'timing', 'data-since': p.since || '' });
+      if (hasDeadline(p.timeout_at)) timing.dataset.timeoutAt = p.timeout_at;
+      li = el('li', { class: 'confirm', 'data-session': p.session, 'data-call-id': p.call_id,
+        'data-args-hash': p.args_hash, 'data-turn': String(p.turn), tabIndex: 0 },
+      what(p), turnText(p),
       el('p', { class: 'question-text', text: p.question }),
-      timing, ...extra, args,
+      ...extra, args, timing,
       el('div', { class: 'actions' },
         el('button', { type: 'button', class: 'approve', text: 'Approve' }),
         el('button', { type: 'button', class: 'deny', text: 'Deny' }),
         el('input', { type: 'text', class: 'deny-reason', maxLength: 500,
           placeholder: 'reason for denying (optional)', ariaLabel: 'Reason for denying, sent to the model' }),
-        el('span', { class: 'note', role: 'status' }))));
+        el('span', { class: 'note', role: 'status' })),
+      ...turnCalls(p));
+      q('#confirms').append(li);
+    }
+    removeNext(p.session, p.call_id);
+    li.after(...(p.next || []).map((n) => nextItem(p, n)));
     tickTimings();
   }
 
@@ -192,8 +294,8 @@
     }
     const keep = (list) => new Set(list.map((p) => p.session + '\u0000' + p.call_id));
     const confirms = keep(data.confirmations), questions = keep(data.questions);
-    for (const li of document.querySelectorAll('#confirms li')) {
-      if (!confirms.has(li.dataset.session + '\u0000' + li.dataset.callId)) li.remove();
+    for (const li of document.querySelectorAll('#confirms li.confirm')) {
+      if (!confirms.has(li.dataset.session + '\u0000' + li.dataset.callId)) removePending('confirms', li.dataset.session, li.dataset.callId);
     }
     for (const li of document.querySelectorAll('#questions li')) {
       if (!questions.has(li.dataset.session + '\u0000' + li.dataset.callId)) li.remove();
@@ -241,11 +343,11 @@
     delete li.dataset.sending;
     if (res.ok) {
       // Answered: it leaves the list now (confirm_decided says so too).
-      li.remove();
+      removePending('confirms', li.dataset.session, li.dataset.callId);
       updateEmpty();
     } else if (res.status === 404 || res.status === 409) {
       note.textContent = res.error || 'no longer pending';
-      setTimeout(() => { li.remove(); updateEmpty(); }, 1500);
+      setTimeout(() => { removePending('confirms', li.dataset.session, li.dataset.callId); updateEmpty(); }, 1500);
     } else {
       note.textContent = res.error || `failed (${res.status})`;
       li.querySelectorAll('button').forEach((b) => { b.disabled = false; });
@@ -291,6 +393,7 @@
         // timeout the event lacks.
         refreshPending();
         setStatus(callRow(ev, true), 'confirm');
+        markReady(ev);
         break;
       case 'tool_call_start':
         removePending('confirms', ev.session, ev.call_id);
@@ -310,14 +413,18 @@
         }
         break;
       case 'tool_skipped':
-      case 'tool_deduped':
-      case 'schema_returned':
         removePending('confirms', ev.session, ev.call_id);
-        setStatus(callRow(ev, true), 'decided');
+        setStatus(callRow(ev, true), 'skipped');
+        break;
+      case 'tool_deduped':
+        setStatus(callRow(ev, true), 'deduped');
+        break;
+      case 'schema_returned':
+        setStatus(callRow(ev, true), 'schema_returned');
         break;
       case 'tool_call_end':
         removePending('questions', ev.session, ev.call_id);
-        setStatus(callRow(ev, true), 'ended');
+        setStatus(callRow(ev, true), ev.status || 'ended');
         break;
       case 'tool_result':
         removePending('confirms', ev.session, ev.call_id);
@@ -410,7 +517,8 @@
       const since = Date.parse(p.dataset.since), until = Date.parse(p.dataset.timeoutAt);
       if (Number.isNaN(since)) continue;
       let text = `waiting ${span(now - since)}`;
-      if (!Number.isNaN(until)) {
+      if (Number.isNaN(until)) text += ' · waits until answered';
+      else {
         const at = new Date(until).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
         text += until > now ? ` · times out in ${span(until - now)} (${at})` : ` · timing out (${at})`;
       }

@@ -99,8 +99,8 @@ func TestOperatorPageRender(t *testing.T) {
 		`data-call-id="e1" data-status="confirm"`,
 		`data-call-id="c1" data-status="ok"`,
 		`&lt;b&gt;bold&lt;/b&gt;`,
-		`last turn 1: <span class="count" data-status="confirm">1 confirm</span>`,
-		`last turn 1: <span class="count" data-status="ok">1 ok</span>`,
+		`last turn 1: <span class="count" data-status="confirm">1 waits for your answer</span>`,
+		`last turn 1: <span class="count" data-status="ok">1 done</span>`,
 		`<script src="static/page.js" defer></script>`,
 	} {
 		if !strings.Contains(page, want) {

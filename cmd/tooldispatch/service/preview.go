@@ -1,7 +1,11 @@
 package service
 
 import (
+	"cmp"
 	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -13,9 +17,41 @@ type PendingView struct {
 	// Command is a run_command call's argv as one shell-quoted line (or its
 	// shell line).
 	Command string `json:"command,omitempty"`
+	// Request is an http_request call's method and URL, and what else it
+	// sends (header names, the body's size).
+	Request string `json:"request,omitempty"`
+	// MCPServer names the MCP server an MCP tool's call goes to.
+	MCPServer string `json:"mcp_server,omitempty"`
 	// TimeoutAt is when the confirmation stops waiting and the call is
-	// skipped.
+	// skipped; zero when it waits until it is answered.
 	TimeoutAt time.Time `json:"timeout_at"`
+	// Calls are the calls of the turn, this one included, in call order,
+	// each with its state: the checked ones as far as the service saw
+	// them, then the upcoming ones.
+	Calls []TurnCallView `json:"calls,omitempty"`
+	// Next are the upcoming calls that will ask when their turn comes,
+	// with what they would change.
+	Next []NextView `json:"next,omitempty"`
+}
+
+// TurnCallView is one call of a pending confirmation's turn.
+type TurnCallView struct {
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Status is a state or final status code, Words its plain words.
+	Status string `json:"status"`
+	Words  string `json:"words"`
+	// This marks the call the confirmation asks about.
+	This bool `json:"this,omitempty"`
+}
+
+// NextView is an upcoming call that will ask, as the page previews it.
+// Its diff, for a call that changes files, is computed when it is asked.
+type NextView struct {
+	UpcomingCall
+	Command   string `json:"command,omitempty"`
+	Request   string `json:"request,omitempty"`
+	MCPServer string `json:"mcp_server,omitempty"`
 }
 
 // DiffLines splits Diff into lines with their kind, for the page.
@@ -65,10 +101,87 @@ func (s *Server) pendingViews(ps []PendingConfirm) []PendingView {
 // shown as it came, never recomputed from the files as they are later.
 func (s *Server) pendingView(p PendingConfirm) PendingView {
 	v := PendingView{PendingConfirm: p, TimeoutAt: p.Since.Add(s.opts.Dispatcher.ConfirmTimeout())}
-	if p.Tool == "run_command" {
-		v.Command = commandLine(p.Arguments)
+	v.Command, v.Request, v.MCPServer = change(p.Tool, p.Arguments)
+	v.Calls = s.turnCalls(p)
+	for _, u := range p.Upcoming {
+		if u.Asks {
+			n := NextView{UpcomingCall: u}
+			n.Command, n.Request, n.MCPServer = change(u.Tool, u.Arguments)
+			v.Next = append(v.Next, n)
+		}
 	}
 	return v
+}
+
+// turnCalls lists the calls of p's turn with their states: those the
+// broker's summary of the turn holds, then p's upcoming ones.
+func (s *Server) turnCalls(p PendingConfirm) []TurnCallView {
+	var out []TurnCallView
+	for _, t := range s.opts.Broker.Recent(p.Session) {
+		if t.Turn != p.Turn {
+			continue
+		}
+		before := true // pass 1 checks calls in order: those before p passed
+		for _, c := range t.Calls {
+			st := c.Shown()
+			if st == StateChecking && before {
+				st = StateReady
+			}
+			this := c.CallID == p.CallID
+			before = before && !this
+			out = append(out, TurnCallView{CallID: c.CallID, Tool: c.Tool, Status: st, Words: statusText(st), This: this})
+		}
+	}
+	for _, u := range p.Upcoming {
+		st := StateUpcoming
+		if u.Asks {
+			st = StateNext
+		}
+		out = append(out, TurnCallView{CallID: u.CallID, Tool: u.Tool, Status: st, Words: statusText(st)})
+	}
+	return out
+}
+
+// change shows what a call would change, by its tool: a run_command
+// call's command line, an http_request call's request line, the MCP
+// server an MCP tool's call goes to.
+func change(tool, arguments string) (command, request, mcpServer string) {
+	switch tool {
+	case "run_command":
+		return commandLine(arguments), "", ""
+	case "http_request":
+		return "", requestLine(arguments), ""
+	}
+	if rest, ok := strings.CutPrefix(tool, "mcp__"); ok {
+		if server, _, ok := strings.Cut(rest, "__"); ok {
+			return "", "", server
+		}
+	}
+	return "", "", ""
+}
+
+// requestLine shows an http_request call as its method and URL, then the
+// names of the headers it sets and the size of its body; "" when the
+// arguments have no URL.
+func requestLine(arguments string) string {
+	var a struct {
+		Method  string            `json:"method"`
+		URL     string            `json:"url"`
+		Headers map[string]string `json:"headers"`
+		Body    *string           `json:"body"`
+	}
+	if json.Unmarshal([]byte(arguments), &a) != nil || a.URL == "" {
+		return ""
+	}
+	line := cmp.Or(a.Method, "GET") + " " + a.URL
+	if len(a.Headers) > 0 {
+		names := slices.Sorted(maps.Keys(a.Headers))
+		line += "\nheaders: " + strings.Join(names, ", ")
+	}
+	if a.Body != nil {
+		line += fmt.Sprintf("\nbody: %d bytes", len(*a.Body))
+	}
+	return line
 }
 
 // commandLine shows a run_command call's argv as one shell-quoted line, or

@@ -26,6 +26,7 @@ const maxSummaryCalls = 100
 const (
 	StateChecking = "checking" // pass 1: not decided yet
 	StateConfirm  = "confirm"  // waits for a confirmation
+	StateApproved = "approved" // its confirmation was approved; it runs in pass 2
 	StateRunning  = "running"  // pass 2: running
 	StateEnded    = "ended"    // ran; its result is being committed
 	StateDecided  = "decided"  // pass 1 decided it; its result is being committed
@@ -51,9 +52,25 @@ type PendingConfirm struct {
 	Diff      string `json:"diff,omitempty"`
 	Note      string `json:"note,omitempty"`
 	StateHash string `json:"state_hash,omitempty"`
+	// TurnText is the model's own text of the turn (the reason it gave),
+	// and Upcoming the turn's calls after this one, not checked yet: they
+	// are checked, and asked if they need it, once this one is answered.
+	TurnText string         `json:"turn_text,omitempty"`
+	Upcoming []UpcomingCall `json:"upcoming,omitempty"`
 
 	seq       uint64
 	requestID string // of the turn that asked
+}
+
+// UpcomingCall is a call of a pending confirmation's turn that comes after
+// it and is not checked yet.
+type UpcomingCall struct {
+	CallID    string `json:"call_id"`
+	Tool      string `json:"tool"`
+	Arguments string `json:"arguments,omitempty"`
+	// Asks: if its checks pass, it will be asked next (its tool is not
+	// read-only for these arguments).
+	Asks bool `json:"asks"`
 }
 
 // PendingQuestion is a running ask_user or store_secret call that waits
@@ -214,10 +231,14 @@ func (s *sessionLog) track(ev *messages.Event, recentTurns int) {
 			Tool: ev.GetTool(), Arguments: ev.GetArguments(), ArgsHash: ev.GetArgsHash(),
 			Question: ev.GetText(), Since: since, seq: ev.GetSeq(),
 			Diff: ev.GetDiff(), Note: ev.GetNote(), StateHash: ev.GetStateHash(), requestID: ev.GetRequestId(),
+			TurnText: ev.GetTurnText(), Upcoming: upcomingCalls(ev.GetUpcoming()),
 		}}
 		setState(c, StateConfirm, "")
 	case EventConfirmDecided:
 		s.unpend(ev)
+		if ev.GetStatus() == actors.ConfirmApproved {
+			setState(c, StateApproved, "")
+		}
 	case actors.EventToolCallStart:
 		s.unpend(ev)
 		if ev.GetTool() == askUserTool {
@@ -229,7 +250,7 @@ func (s *sessionLog) track(ev *messages.Event, recentTurns int) {
 		setState(c, StateRunning, "")
 	case actors.EventToolSkipped, actors.EventToolDeduped, actors.EventSchemaReturned:
 		s.unpend(ev)
-		setState(c, StateDecided, "")
+		setState(c, StateDecided, decidedStatus[ev.GetKind()])
 	case actors.EventToolCallEnd:
 		s.unask(ev)
 		setState(c, StateEnded, ev.GetStatus())
@@ -353,4 +374,33 @@ func questionText(args string) string {
 		return a.Question
 	}
 	return args
+}
+
+// decidedStatus is the status a call that pass 1 decided will have, by
+// the event that said so.
+var decidedStatus = map[string]string{
+	actors.EventToolSkipped:    string(toolkit.StatusSkipped),
+	actors.EventToolDeduped:    string(toolkit.StatusDeduped),
+	actors.EventSchemaReturned: string(toolkit.StatusSchemaReturned),
+}
+
+// Shown is what the page shows of the call: its status once known, else
+// its state.
+func (c CallSummary) Shown() string {
+	if c.Status != "" && (c.State == StateDone || c.State == StateDecided || c.State == StateEnded) {
+		return c.Status
+	}
+	return c.State
+}
+
+// upcomingCalls converts a tool_confirm's upcoming calls.
+func upcomingCalls(us []*messages.UpcomingCall) []UpcomingCall {
+	if len(us) == 0 {
+		return nil
+	}
+	out := make([]UpcomingCall, len(us))
+	for i, u := range us {
+		out[i] = UpcomingCall{CallID: u.GetCallId(), Tool: u.GetTool(), Arguments: u.GetArguments(), Asks: u.GetAsks()}
+	}
+	return out
 }
