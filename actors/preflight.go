@@ -365,6 +365,7 @@ func (a *preflightActor) previewed(ctx actor.Context, m *previewed) {
 // put asks for the pending call's approval.
 func (a *preflightActor) put(ctx actor.Context, p *callPlan, pv toolkit.Preview) {
 	self, sys := ctx.Self(), ctx.ActorSystem()
+	pv.Note = withToolNote(pv.Note, p.tool)
 	if ap := a.in.cfg.Approver; ap != nil {
 		// Off the actor's goroutine: the Approver may block; its answer is
 		// piped back and checked against the call id and args hash.

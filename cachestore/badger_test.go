@@ -387,7 +387,7 @@ func TestCodecRoundTrip(t *testing.T) {
 		t.Errorf("intent with empty strings (-want +got):\n%s", diff)
 	}
 
-	e := &DedupEntry{Key: "k", Tool: "read_files", Content: "c", Paths: []string{"a", ""}, StaleOnMutation: true}
+	e := &DedupEntry{Key: "k", Tool: "read_files", Content: "c", Paths: []string{"a", ""}, StaleOnMutation: true, Stamp: "st", Scope: "mcp__fs__"}
 	gotE, err := DecodeDedup(EncodeDedup(e))
 	if err != nil {
 		t.Fatal(err)

@@ -216,7 +216,8 @@ func clampIndex(x uint64) int {
 
 // Dedup record: 1 key, 2 tool, 3 content, 4 paths (repeated), 5 stale_on_mutation,
 // 6 stamp (absent in entries written before stamps: those match only a tool
-// without a Stamp, so a stamped tool runs again once). EncodeDedup writes it.
+// without a Stamp, so a stamped tool runs again once), 7 scope (absent:
+// none). EncodeDedup writes it.
 func EncodeDedup(e *DedupEntry) []byte {
 	var b []byte
 	b = appendStringField(b, 1, e.Key)
@@ -230,6 +231,9 @@ func EncodeDedup(e *DedupEntry) []byte {
 	}
 	if e.Stamp != "" {
 		b = appendStringField(b, 6, e.Stamp)
+	}
+	if e.Scope != "" {
+		b = appendStringField(b, 7, e.Scope)
 	}
 	return b
 }
@@ -251,6 +255,8 @@ func DecodeDedup(b []byte) (*DedupEntry, error) {
 			e.StaleOnMutation = f.x != 0
 		case 6:
 			e.Stamp = string(f.v)
+		case 7:
+			e.Scope = string(f.v)
 		}
 		return nil
 	})

@@ -198,6 +198,13 @@ type Tool struct {
 	// StaleOnMutation marks entries of this tool as invalidated by any
 	// successful mutating call (find_files, run_command).
 	StaleOnMutation bool
+	// DedupScope groups tools whose writes change what their reads return
+	// (the tools of one MCP server: "mcp__<server>__"). A successful call
+	// of a tool of the scope that is not read-only drops every
+	// de-duplication entry of the scope's tools in the run, as a
+	// successful edit_file drops the read_files entries of its path.
+	// Empty: no scope.
+	DedupScope string
 	// NoDedup: every call runs, even a repeat of one that succeeded in the
 	// run (questions to the human, searches of a history that grows, a
 	// mutating tool whose repeats are meant to act again). Without it a
@@ -221,6 +228,12 @@ type Tool struct {
 	// way (see Preview.State).
 	Preview   PreviewFunc
 	FileState FileStateFunc
+
+	// ConfirmNote, when set, is shown with every confirmation of the
+	// tool's calls (the tool_confirm event's note, the Approver's
+	// request): what the person should know of the tool itself, such as
+	// a trusted MCP server's destructiveHint.
+	ConfirmNote string
 
 	// SchemaError, when set, is why Schema does not compile (an MCP or client
 	// tool whose schema the validator refuses). Such a tool is listed (tools

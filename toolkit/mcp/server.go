@@ -78,10 +78,10 @@ type server struct {
 
 // registered is one tool of the server in the registry.
 type registered struct {
-	mcpName  string
-	readOnly bool
-	schema   string
-	desc     string
+	mcpName string
+	hints   hints
+	schema  string
+	desc    string
 }
 
 func newServer(m *Manager, cfg ServerConfig) *server {

@@ -96,26 +96,30 @@ func (s *server) toolkitTool(name string, t *mcp.Tool) (toolkit.Tool, registered
 		desc = fmt.Sprintf("Tool %s of the MCP server %s.", t.Name, s.name)
 	}
 	desc = capDescription(desc)
+	hints := s.hints(t)
 	info := registered{
 		mcpName: t.Name,
-		// Annotations are hints: only a server the operator trusts may
-		// spare its tools the confirm gate.
-		readOnly: s.cfg.Trusted && t.Annotations != nil && t.Annotations.ReadOnlyHint,
-		schema:   string(schema),
-		desc:     desc,
+		hints:   hints,
+		schema:  string(schema),
+		desc:    desc,
 	}
 	return toolkit.Tool{
 		Name:        name,
 		Description: desc,
 		Schema:      schema,
-		Concurrent:  false,
+		// Alone, in call order, unless the operator lets a trusted
+		// server's read-only tools run beside others.
+		Concurrent: hints.concurrent,
 		// A program's own choice for its in-process servers.
 		AlwaysInArray: s.cfg.AlwaysInArray,
-		ReadOnly:      info.readOnly,
+		ReadOnly:      hints.readOnly,
 		Timeout:       s.cfg.Timeout,
-		NoDedup:       s.cfg.NoDedup,
-		Handler:       s.handler(t.Name),
-		Source:        toolkit.SourceMCP,
+		NoDedup:       s.cfg.NoDedup || hints.notIdempotent,
+		// A write of the server makes what its reads returned stale.
+		DedupScope:  toolPrefix + s.name + nameSep,
+		ConfirmNote: hints.note,
+		Handler:     s.handler(t.Name),
+		Source:      toolkit.SourceMCP,
 	}, info, nil
 }
 

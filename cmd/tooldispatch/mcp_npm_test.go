@@ -1,0 +1,138 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tooldispatch/tooldispatch/toolkit/mcp/mcptest"
+)
+
+// npmTurn is one turn of a `run` input: one call of tool with args, in the
+// run all the turns share.
+func npmTurn(id, tool string, args any) string {
+	b, err := json.Marshal(args)
+	if err != nil {
+		panic(err)
+	}
+	return fmt.Sprintf(`{"run":"r1","auto_load_schemas":true,"message":{"role":"assistant","tool_calls":[`+
+		`{"id":%q,"type":"function","function":{"name":%q,"arguments":%s}}]}}`, id, tool, b)
+}
+
+// npmServersConfig is a configuration of the three npm reference servers:
+// the filesystem server rooted at root, the memory server keeping its
+// graph in memoryFile, server-everything; trusted names the servers whose
+// annotations count. Every other setting is the default.
+func npmServersConfig(t *testing.T, root, memoryFile string, trusted ...string) string {
+	t.Helper()
+	var b strings.Builder
+	server := func(name string, argv []string, env string) {
+		q := make([]string, len(argv))
+		for i, a := range argv {
+			q[i] = fmt.Sprintf("%q", a)
+		}
+		fmt.Fprintf(&b, "[[mcp.servers]]\nname = %q\ncommand = [%s]\n", name, strings.Join(q, ", "))
+		if env != "" {
+			fmt.Fprintf(&b, "env = { %s }\n", env)
+		}
+		for _, tr := range trusted {
+			if tr == name {
+				b.WriteString("trusted = true\n")
+			}
+		}
+	}
+	server("fs", mcptest.Command(t, "server-filesystem", root), "")
+	server("memory", mcptest.Command(t, "server-memory"), fmt.Sprintf("MEMORY_FILE_PATH = %q", memoryFile))
+	server("everything", mcptest.Command(t, "server-everything", "stdio"), "")
+	return writeConfig(t, b.String())
+}
+
+// TestMCPWritesInvalidateReads: with the real npm servers and the default
+// settings (no_dedup false, servers untrusted), every read after a write of
+// the same server in the same run is answered fresh: a file read after
+// edit_file, the old path after move_file, the memory graph after
+// add_observations and delete_observations. A second call of a tool a
+// trusted server declares not idempotent runs; an untrusted server's
+// annotations count for nothing, so its repeat is answered deduped (a
+// write is at most once per run).
+func TestMCPWritesInvalidateReads(t *testing.T) {
+	ws := t.TempDir()
+	file := filepath.Join(ws, "f.txt")
+	if err := os.WriteFile(file, []byte("one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := npmServersConfig(t, ws, filepath.Join(t.TempDir(), "memory.jsonl"), "everything")
+	moved := filepath.Join(ws, "g.txt")
+	turns := []string{
+		npmTurn("read1", "mcp__fs__read_text_file", map[string]any{"path": file}),
+		npmTurn("edit", "mcp__fs__edit_file", map[string]any{"path": file, "edits": []any{map[string]any{"oldText": "one", "newText": "two"}}}),
+		npmTurn("read2", "mcp__fs__read_text_file", map[string]any{"path": file}),
+		npmTurn("move", "mcp__fs__move_file", map[string]any{"source": file, "destination": moved}),
+		npmTurn("read3", "mcp__fs__read_text_file", map[string]any{"path": file}),
+		npmTurn("create", "mcp__memory__create_entities", map[string]any{"entities": []any{
+			map[string]any{"name": "alice", "entityType": "person", "observations": []any{"likes tea"}}}}),
+		npmTurn("graph1", "mcp__memory__read_graph", map[string]any{}),
+		npmTurn("search1", "mcp__memory__search_nodes", map[string]any{"query": "alice"}),
+		npmTurn("add", "mcp__memory__add_observations", map[string]any{"observations": []any{
+			map[string]any{"entityName": "alice", "contents": []any{"plays chess"}}}}),
+		npmTurn("graph2", "mcp__memory__read_graph", map[string]any{}),
+		npmTurn("delete", "mcp__memory__delete_observations", map[string]any{"deletions": []any{
+			map[string]any{"entityName": "alice", "observations": []any{"likes tea"}}}}),
+		npmTurn("search2", "mcp__memory__search_nodes", map[string]any{"query": "alice"}),
+		npmTurn("toggle1", "mcp__everything__toggle-simulated-logging", map[string]any{}),
+		npmTurn("toggle2", "mcp__everything__toggle-simulated-logging", map[string]any{}),
+		npmTurn("fsread1", "mcp__fs__list_allowed_directories", map[string]any{}),
+		npmTurn("fsread2", "mcp__fs__list_allowed_directories", map[string]any{}),
+	}
+	out := runTurns(t, strings.Join(turns, "\n"), "--workspace", ws, "--data", t.TempDir(), "--config", cfg,
+		"--provider", "claude-code", "--approve", "all")
+	got := map[string]toolMessageJSON{}
+	for _, m := range out.results {
+		got[m.ToolCallID] = m
+	}
+	t.Logf("statuses: %v", out.statuses())
+	expect := func(id, status string, contains, lacks []string) {
+		t.Helper()
+		m, ok := got[id]
+		if !ok {
+			t.Errorf("%s: no result", id)
+			return
+		}
+		if m.Status != status {
+			t.Errorf("%s: status %s, want %s; content:\n%.400s", id, m.Status, status, m.Content)
+		}
+		for _, s := range contains {
+			if !strings.Contains(m.Content, s) {
+				t.Errorf("%s: content lacks %q:\n%.400s", id, s, m.Content)
+			}
+		}
+		for _, s := range lacks {
+			if strings.Contains(m.Content, s) {
+				t.Errorf("%s: content still holds %q:\n%.400s", id, s, m.Content)
+			}
+		}
+	}
+	expect("read1", "ok", []string{"one"}, nil)
+	expect("edit", "ok", nil, nil)
+	expect("read2", "ok", []string{"two"}, []string{"one"})
+	expect("move", "ok", nil, nil)
+	expect("read3", "error", []string{"ENOENT"}, nil)
+	expect("graph1", "ok", []string{"likes tea"}, nil)
+	expect("search1", "ok", []string{"likes tea"}, nil)
+	expect("graph2", "ok", []string{"likes tea", "plays chess"}, nil)
+	expect("search2", "ok", []string{"plays chess"}, []string{"likes tea"})
+	// everything is trusted: toggle-simulated-logging says idempotentHint
+	// false, so its repeat acts again.
+	expect("toggle1", "ok", nil, nil)
+	expect("toggle2", "ok", nil, nil)
+	if got["toggle1"].Content == got["toggle2"].Content {
+		t.Errorf("the second toggle says what the first said (%q): it did not toggle back", got["toggle2"].Content)
+	}
+	// fs is untrusted: its readOnlyHint is ignored, the call is a write,
+	// and a repeated write is answered from the first (at most once per run).
+	expect("fsread1", "ok", []string{ws}, nil)
+	expect("fsread2", "deduped", []string{ws}, nil)
+}
