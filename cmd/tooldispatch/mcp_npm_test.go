@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -135,4 +136,45 @@ func TestMCPWritesInvalidateReads(t *testing.T) {
 	// and a repeated write is answered from the first (at most once per run).
 	expect("fsread1", "ok", []string{ws}, nil)
 	expect("fsread2", "deduped", []string{ws}, nil)
+}
+
+// TestMCPProgressStreams: a long call of server-everything streams its
+// progress: run sends a progress token with the call, and each of the
+// server's notifications/progress becomes a tool_call_text event of the
+// call, between its tool_call_start and tool_call_end.
+func TestMCPProgressStreams(t *testing.T) {
+	ws := t.TempDir()
+	cfg := npmServersConfig(t, ws, filepath.Join(t.TempDir(), "memory.jsonl"))
+	input := npmTurn("long", "mcp__everything__trigger-long-running-operation", map[string]any{"duration": 3, "steps": 6})
+	e, stdout, stderr := testEnv(strings.NewReader(input))
+	code, out := runInProcess(t, e, stdout, stderr, "--workspace", ws, "--data", t.TempDir(), "--config", cfg,
+		"--provider", "claude-code", "--approve", "all", "-")
+	if code != exitOK {
+		t.Fatalf("run: exit status %d; stderr:\n%s", code, stderr.String())
+	}
+	if got := out.statuses(); len(got) != 1 || got[0] != "long:mcp__everything__trigger-long-running-operation:ok" {
+		t.Fatalf("statuses = %v", got)
+	}
+	var kinds, texts []string
+	for _, ev := range out.events {
+		if ev.CallID != "long" {
+			continue
+		}
+		kinds = append(kinds, ev.Event)
+		if ev.Event == "tool_call_text" {
+			texts = append(texts, ev.Text)
+		}
+	}
+	if len(texts) < 3 {
+		t.Fatalf("%d tool_call_text events for a call of 6 progress steps, want at least 3; events: %v", len(texts), kinds)
+	}
+	if !strings.Contains(strings.Join(texts, ""), "progress 6/6") {
+		t.Errorf("the last step's progress is not streamed: %q", texts)
+	}
+	start, end := slices.Index(kinds, "tool_call_start"), slices.Index(kinds, "tool_call_end")
+	for i, k := range kinds {
+		if k == "tool_call_text" && (i < start || i > end) {
+			t.Errorf("a tool_call_text event outside tool_call_start … tool_call_end: %v", kinds)
+		}
+	}
 }

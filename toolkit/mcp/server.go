@@ -62,6 +62,8 @@ type server struct {
 	suspect chan struct{} // cap 1: a call failed in transport
 
 	inflight atomic.Int64 // calls sent and not answered
+	tokens   atomic.Int64 // progress tokens handed out
+	logs     logGate      // the server's log notifications
 
 	mu       sync.Mutex
 	state    State                 // guarded by mu
@@ -70,6 +72,7 @@ type server struct {
 	conn     *conn                 // guarded by mu; the connection of session
 	probing  bool                  // guarded by mu; a liveness ping is out on conn: calls wait for its verdict
 	tools    map[string]registered // guarded by mu; by registered name
+	calls    map[string]*inflight  // guarded by mu; calls sent and not answered, by progress token
 	skipped  []SkippedTool         // guarded by mu; of the last listing
 	lastErr  error                 // guarded by mu
 	nextTry  time.Time             // guarded by mu
@@ -96,6 +99,7 @@ func newServer(m *Manager, cfg ServerConfig) *server {
 		state:   StateStarting,
 		changed: make(chan struct{}),
 		tools:   map[string]registered{},
+		calls:   map[string]*inflight{},
 	}
 }
 
@@ -190,7 +194,7 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 			return nil, fmt.Errorf("connecting to MCP server %q: %w", s.name, err)
 		}
 		c.inproc = ss
-		transport = ct
+		transport = &tapTransport{base: ct, s: s}
 	} else if len(s.cfg.Command) > 0 {
 		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
 		cmd.Env = s.env()
@@ -201,7 +205,7 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		cmd.WaitDelay = waitDelay
 		c.cmd = cmd
 		c.stdio = &stdioTransport{cmd: cmd, meter: c.meter}
-		transport = c.stdio
+		transport = &tapTransport{base: c.stdio, s: s}
 	} else {
 		endpoint, err := s.cfg.endpoint()
 		if err != nil {
@@ -217,8 +221,10 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		Logger: slog.New(zerolog.NewSlogHandler(s.log)),
 		// No roots, sampling or elicitation: servers use their own
 		// configuration (a filesystem server keeps its command-line roots).
-		Capabilities:           &mcp.ClientCapabilities{},
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { poke(s.refresh) },
+		Capabilities:                &mcp.ClientCapabilities{},
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { poke(s.refresh) },
+		ProgressNotificationHandler: s.onProgress,
+		LoggingMessageHandler:       s.onLog,
 		// No KeepAlive: serve pings the server itself (liveness.go), so
 		// that a server found dead is handled like a hung one.
 	})

@@ -161,10 +161,14 @@ func (s *server) send(ctx context.Context, sess *mcp.ClientSession, conn *conn, 
 	if h := s.m.hooks.call; h != nil {
 		h(s.name, mcpName, conn.pid())
 	}
+	token, _, untrack := s.track(c, conn)
+	params := &mcp.CallToolParams{Name: mcpName, Arguments: args}
+	params.SetProgressToken(token)
 	began := time.Now()
 	s.inflight.Add(1)
-	res, err := sess.CallTool(callCtx, &mcp.CallToolParams{Name: mcpName, Arguments: args})
+	res, err := sess.CallTool(callCtx, params)
 	s.inflight.Add(-1)
+	untrack()
 	elapsed := time.Since(began)
 	if errors.Is(err, mcp.ErrConnectionClosed) {
 		return toolkit.Result{}, err

@@ -57,7 +57,26 @@ const (
 	// ModeBigTools: lists a normal tool (echo), one with a 100 KiB
 	// description and one with a schema of 82 KiB.
 	ModeBigTools = "big-tools"
+	// ModeProgressFlood: answers a call after ProgressFloodCount progress
+	// notifications for its token, sent without pause, and one for a token
+	// no call has.
+	ModeProgressFlood = "progress-flood"
+	// ModeLogLines: answers a call after LogLinesCount log notifications
+	// (notifications/message) of every level, whose data tries to forge
+	// log lines and fields.
+	ModeLogLines = "log-lines"
 )
+
+// ProgressFloodCount and LogLinesCount are how many notifications a call
+// gets in ModeProgressFlood and ModeLogLines.
+const (
+	ProgressFloodCount = 500
+	LogLinesCount      = 300
+)
+
+// LogInjection is the data of ModeLogLines' messages: a line break, then a
+// JSON log line of its own.
+const LogInjection = "line one\n{\"level\":\"error\",\"forged\":true,\"message\":\"forged\"}\n"
 
 // chattyInterval is how often ModeChatty says its tool list changed.
 const chattyInterval = 5 * time.Millisecond
@@ -145,8 +164,12 @@ func Serve(mode string) int {
 			var p struct {
 				Name      string         `json:"name"`
 				Arguments map[string]any `json:"arguments"`
+				Meta      struct {
+					ProgressToken any `json:"progressToken"`
+				} `json:"_meta"`
 			}
 			json.Unmarshal(msg.Params, &p)
+			s.beforeReply(p.Meta.ProgressToken)
 			if p.Name == "giant" {
 				s.reply(msg.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": strings.Repeat("g", 20<<20)}}})
 				break
@@ -162,6 +185,24 @@ func Serve(mode string) int {
 			if len(msg.ID) > 0 {
 				s.send(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "error": map[string]any{"code": -32601, "message": "method not found"}})
 			}
+		}
+	}
+}
+
+// beforeReply sends what the mode sends during a call, before its answer.
+func (s *server) beforeReply(token any) {
+	switch s.mode {
+	case ModeProgressFlood:
+		s.notify("notifications/progress", map[string]any{"progressToken": "no-such-call", "progress": 1})
+		for i := range ProgressFloodCount {
+			s.notify("notifications/progress", map[string]any{"progressToken": token, "progress": i + 1,
+				"total": ProgressFloodCount, "message": "step " + strconv.Itoa(i+1) + "\nnext: forged"})
+		}
+	case ModeLogLines:
+		levels := []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency", "bogus"}
+		for i := range LogLinesCount {
+			s.notify("notifications/message", map[string]any{"level": levels[i%len(levels)], "logger": "mcptest\nforged",
+				"data": LogInjection})
 		}
 	}
 }
