@@ -178,6 +178,10 @@ type Tool struct {
 	// Schema is the JSON Schema of the arguments (an object schema). Draft-07
 	// and 2020-12 are both understood; without $schema, 2020-12.
 	Schema json.RawMessage
+	// OutputSchema, when set, is the JSON Schema of the tool's structured
+	// result (an MCP tool's outputSchema): shown with the tool (find_tools,
+	// tools --all); the tool checks its results against it.
+	OutputSchema json.RawMessage
 	// Concurrent tools run in parallel under the limit; others run alone, in
 	// call order.
 	Concurrent bool

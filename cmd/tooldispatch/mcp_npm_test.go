@@ -178,3 +178,56 @@ func TestMCPProgressStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPStructuredContent: server-everything's get-structured-content
+// declares an outputSchema; find_tools and tools --all show it, and a call
+// returns the structured content, checked against it, as JSON text.
+func TestMCPStructuredContent(t *testing.T) {
+	ws := t.TempDir()
+	cfg := npmServersConfig(t, ws, filepath.Join(t.TempDir(), "memory.jsonl"))
+	const tool = "mcp__everything__get-structured-content"
+	turns := []string{
+		npmTurn("find", "find_tools", map[string]any{"query": "select:" + tool}),
+		npmTurn("wx", tool, map[string]any{"location": "Chicago"}),
+	}
+	out := runTurns(t, strings.Join(turns, "\n"), "--workspace", ws, "--data", t.TempDir(), "--config", cfg,
+		"--provider", "claude-code", "--approve", "all")
+	got := map[string]toolMessageJSON{}
+	for _, m := range out.results {
+		got[m.ToolCallID] = m
+	}
+	var found struct {
+		Tools []struct {
+			Name         string         `json:"name"`
+			OutputSchema map[string]any `json:"output_schema"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(got["find"].Content), &found); err != nil || len(found.Tools) != 1 {
+		t.Fatalf("find_tools = %q (%v)", got["find"].Content, err)
+	}
+	if props, _ := found.Tools[0].OutputSchema["properties"].(map[string]any); props["temperature"] == nil {
+		t.Errorf("find_tools shows no output schema for %s: %q", tool, got["find"].Content)
+	}
+	if m := got["wx"]; m.Status != "ok" || m.Content != `{"conditions":"Light rain / drizzle","humidity":82,"temperature":36}` {
+		t.Errorf("get-structured-content = %s %q; want ok and the structured content as JSON", m.Status, m.Content)
+	}
+
+	e, stdout, stderr := testEnv(nil)
+	if code := e.main([]string{"tools", "--all", "--workspace", ws, "--config", cfg}); code != exitOK {
+		t.Fatalf("tools --all: exit status %d; stderr:\n%s", code, stderr.String())
+	}
+	var all struct {
+		Tools []struct {
+			Name         string          `json:"name"`
+			OutputSchema json.RawMessage `json:"output_schema"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &all); err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range all.Tools {
+		if tl.Name == tool && !strings.Contains(string(tl.OutputSchema), "humidity") {
+			t.Errorf("tools --all: %s has output_schema %s", tool, tl.OutputSchema)
+		}
+	}
+}

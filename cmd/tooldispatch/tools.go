@@ -31,6 +31,9 @@ type toolInfo struct {
 	Source      toolkit.Source  `json:"source"`
 	// SchemaError: why the tool's schema does not compile (its calls fail).
 	SchemaError string `json:"schema_error,omitempty"`
+	// OutputSchema is the schema of the tool's structured result, when it
+	// declares one (an MCP tool's outputSchema).
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
 
 // mcpServerInfo is one configured MCP server as "tools --all" prints it:
@@ -126,7 +129,7 @@ func (e *env) cmdTools(args []string) error {
 				Name: t.Name, Description: t.Description, Parameters: t.Schema,
 				Concurrent: t.Concurrent, ReadOnly: t.ReadOnlyLabel(),
 				TimeoutMS: t.EffectiveTimeout().Milliseconds(), Source: t.Source,
-				SchemaError: t.SchemaError,
+				SchemaError: t.SchemaError, OutputSchema: t.OutputSchema,
 			})
 		}
 		return writeOut(writeJSON(e.stdout, out))

@@ -26,24 +26,32 @@ func (e *ToolError) Error() string {
 	return e.Text
 }
 
-// resultText renders a tool result as text (joinResult), cut at limit
-// bytes with a note.
+// resultText renders a tool result as text (joinResult) with its
+// structured content as it is, cut at limit bytes with a note.
 func resultText(res *mcp.CallToolResult, limit int) string {
-	return capText(joinResult(res), limit)
+	var structured string
+	if res.StructuredContent != nil {
+		if b, err := json.Marshal(res.StructuredContent); err == nil {
+			structured = string(b)
+		}
+	}
+	return capText(joinResult(res, structured), limit)
 }
 
-// joinResult renders a tool result as text: text blocks as they are, every
-// other block as a one-line summary, structured content as JSON when there
-// are no blocks.
-func joinResult(res *mcp.CallToolResult) string {
-	parts := make([]string, 0, len(res.Content))
-	for _, c := range res.Content {
-		parts = append(parts, blockText(c))
+// joinResult renders a tool result as text: structured (the structured
+// content as JSON, checked) first, then the blocks, a text block that only
+// repeats the structured content left out: text blocks as they are, every
+// other block as a one-line summary.
+func joinResult(res *mcp.CallToolResult, structured string) string {
+	parts := make([]string, 0, len(res.Content)+1)
+	if structured != "" {
+		parts = append(parts, structured)
 	}
-	if len(parts) == 0 && res.StructuredContent != nil {
-		if b, err := json.Marshal(res.StructuredContent); err == nil {
-			parts = append(parts, string(b))
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok && structured != "" && repeats(t.Text, structured) {
+			continue
 		}
+		parts = append(parts, blockText(c))
 	}
 	return strings.Join(parts, "\n")
 }

@@ -81,10 +81,11 @@ type server struct {
 
 // registered is one tool of the server in the registry.
 type registered struct {
-	mcpName string
-	hints   hints
-	schema  string
-	desc    string
+	mcpName   string
+	hints     hints
+	schema    string
+	outSchema string // "" when the tool declares none
+	desc      string
 }
 
 func newServer(m *Manager, cfg ServerConfig) *server {

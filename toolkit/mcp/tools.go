@@ -85,6 +85,10 @@ func (s *server) toolkitTool(name string, t *mcp.Tool) (toolkit.Tool, registered
 		}
 		schema = b
 	}
+	outSchema, err := outputSchemaOf(t)
+	if err != nil {
+		return toolkit.Tool{}, registered{}, err
+	}
 	desc := t.Description
 	if desc == "" {
 		desc = t.Title
@@ -98,15 +102,17 @@ func (s *server) toolkitTool(name string, t *mcp.Tool) (toolkit.Tool, registered
 	desc = capDescription(desc)
 	hints := s.hints(t)
 	info := registered{
-		mcpName: t.Name,
-		hints:   hints,
-		schema:  string(schema),
-		desc:    desc,
+		mcpName:   t.Name,
+		hints:     hints,
+		schema:    string(schema),
+		outSchema: string(outSchema),
+		desc:      desc,
 	}
 	return toolkit.Tool{
-		Name:        name,
-		Description: desc,
-		Schema:      schema,
+		Name:         name,
+		Description:  desc,
+		Schema:       schema,
+		OutputSchema: outSchema,
 		// Alone, in call order, unless the operator lets a trusted
 		// server's read-only tools run beside others.
 		Concurrent: hints.concurrent,
@@ -176,14 +182,28 @@ func (s *server) send(ctx context.Context, sess *mcp.ClientSession, conn *conn, 
 	if err != nil {
 		return toolkit.Result{}, s.callError(ctx, callCtx, conn, mcpName, elapsed, err)
 	}
-	// Redacted whole, then cut: no cut leaves part of a secret.
-	text := capText(c.Redact(joinResult(res)), s.cfg.MaxResultBytes)
-	s.log.Debug().Str("tool", mcpName).Dur("elapsed", elapsed).Bool("is_error", res.IsError).
-		Int("result_bytes", len(text)).Msg("MCP call ended")
+	s.log.Debug().Str("tool", mcpName).Dur("elapsed", elapsed).Bool("is_error", res.IsError).Msg("MCP call ended")
 	if res.IsError {
+		// Redacted whole, then cut: no cut leaves part of a secret.
+		text := capText(c.Redact(joinResult(res, "")), s.cfg.MaxResultBytes)
 		return toolkit.Result{}, &ToolError{Server: s.name, Tool: mcpName, Text: text}
 	}
-	return toolkit.Result{Content: text}, nil
+	structured, err := s.structured(res, mcpName, s.outputSchema(c.Name))
+	if err != nil {
+		return toolkit.Result{}, err
+	}
+	return toolkit.Result{Content: capText(c.Redact(joinResult(res, structured)), s.cfg.MaxResultBytes)}, nil
+}
+
+// outputSchema is the output schema of the registered tool name, nil when
+// it declares none.
+func (s *server) outputSchema(name string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.tools[name]; ok && r.outSchema != "" {
+		return []byte(r.outSchema)
+	}
+	return nil
 }
 
 // callError explains why a call returned no result.

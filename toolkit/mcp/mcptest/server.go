@@ -61,6 +61,12 @@ const (
 	// notifications for its token, sent without pause, and one for a token
 	// no call has.
 	ModeProgressFlood = "progress-flood"
+	// ModeStructured: lists echo and weather, whose outputSchema wants a
+	// number temperature and a string conditions. A call of weather with
+	// mode "honest" returns matching structured content, a text block
+	// repeating it and one more; "liar" a string temperature (and a text
+	// block saying otherwise); "missing" no structured content at all.
+	ModeStructured = "structured"
 	// ModeLogLines: answers a call after LogLinesCount log notifications
 	// (notifications/message) of every level, whose data tries to forge
 	// log lines and fields.
@@ -170,6 +176,10 @@ func Serve(mode string) int {
 			}
 			json.Unmarshal(msg.Params, &p)
 			s.beforeReply(p.Meta.ProgressToken)
+			if p.Name == "weather" {
+				s.reply(msg.ID, weather(p.Arguments["mode"]))
+				break
+			}
 			if p.Name == "giant" {
 				s.reply(msg.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": strings.Repeat("g", 20<<20)}}})
 				break
@@ -265,6 +275,8 @@ func (s *server) list(msg message) (code int, exit bool) {
 		})
 	case ModeGiantResult:
 		s.reply(msg.ID, map[string]any{"tools": []any{echoTool(), tool("giant", "Answers with 20 MiB.", nil)}})
+	case ModeStructured:
+		s.reply(msg.ID, map[string]any{"tools": []any{echoTool(), weatherTool()}})
 	case ModeMalformedList:
 		s.reply(msg.ID, map[string]any{"tools": []any{"echo", 42}})
 	case ModeBigTools:
@@ -300,6 +312,29 @@ func tool(name, desc string, schema any) map[string]any {
 		schema = map[string]any{"type": "object"}
 	}
 	return map[string]any{"name": name, "description": desc, "inputSchema": schema}
+}
+
+func weatherTool() map[string]any {
+	t := tool("weather", "The weather, as structured content.", map[string]any{"type": "object",
+		"properties": map[string]any{"mode": map[string]any{"type": "string"}}})
+	t["outputSchema"] = map[string]any{"type": "object",
+		"properties": map[string]any{"temperature": map[string]any{"type": "number"}, "conditions": map[string]any{"type": "string"}},
+		"required":   []any{"temperature", "conditions"}}
+	return t
+}
+
+// weather is the result of a call of weather in mode.
+func weather(mode any) map[string]any {
+	text := func(s string) map[string]any { return map[string]any{"type": "text", "text": s} }
+	switch mode {
+	case "liar":
+		return map[string]any{"content": []any{text(`{"temperature":20,"conditions":"Sunny"}`)},
+			"structuredContent": map[string]any{"temperature": "hot", "conditions": "Sunny"}}
+	case "missing":
+		return map[string]any{"content": []any{text(`{"temperature":20,"conditions":"Sunny"}`)}}
+	}
+	return map[string]any{"content": []any{text(`{"temperature": 21, "conditions": "Sunny"}`), text("Forecast by mcptest.")},
+		"structuredContent": map[string]any{"temperature": 21, "conditions": "Sunny"}}
 }
 
 func echoTool() map[string]any {
