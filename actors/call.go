@@ -96,7 +96,7 @@ func (a *callActor) run(p *callPlan, text *callText, span trace.Span) *callOutco
 		res, err = p.tool.Handler(cctx, c)
 	}
 	if err == nil && !p.fault.Injected() {
-		return &callOutcome{idx: p.idx, msg: toolMsg(p, toolkit.StatusOK, res.Content), fetched: res.Fetched, cache: res.Cache}
+		return &callOutcome{idx: p.idx, msg: withParts(toolMsg(p, toolkit.StatusOK, res.Content), res.Parts), fetched: res.Fetched, cache: res.Cache}
 	}
 	return a.settle(cctx, p, res, err)
 }
@@ -123,7 +123,7 @@ func (a *callActor) settle(cctx context.Context, p *callPlan, res toolkit.Result
 	var skipped *toolkit.SkippedError
 	switch {
 	case err == nil:
-		o.msg = toolMsg(p, toolkit.StatusOK, res.Content)
+		o.msg = withParts(toolMsg(p, toolkit.StatusOK, res.Content), res.Parts)
 		o.fetched = res.Fetched
 		o.cache = res.Cache
 	case errors.As(err, &skipped):

@@ -277,6 +277,7 @@ func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome)
 			orig := msgs[p.dupOf]
 			msgs[p.idx] = toolMsg(p, toolkit.StatusDeduped, orig.Content)
 			msgs[p.idx].Injected = orig.Injected
+			msgs[p.idx].Parts = orig.Parts
 		}
 	}
 	for _, m := range msgs {

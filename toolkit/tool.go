@@ -121,6 +121,11 @@ type Call struct {
 // Result is what a handler returns on success.
 type Result struct {
 	Content string
+	// Parts are media the tool returns beside Content (an MCP tool's
+	// images and audio), in order; Content holds a placeholder for each.
+	// They are committed with the call's tool message, and the reply
+	// shapes that carry media hand them to the model.
+	Parts []Part
 	// Fetched names tools whose full schemas this result handed to the model
 	// (find_tools); they are marked fetched for the run when the turn commits.
 	Fetched []string
@@ -129,6 +134,22 @@ type Result struct {
 	// search_web write their own through a Cache).
 	Cache *CacheEntry
 }
+
+// Part is one piece of media of a result.
+type Part struct {
+	// Kind is PartImage or PartAudio.
+	Kind     string
+	MIMEType string
+	Data     []byte
+	// URI names the resource the media came from, when known.
+	URI string
+}
+
+// The kinds of Part.
+const (
+	PartImage = "image"
+	PartAudio = "audio"
+)
 
 // CacheEntry is one value for the 30-minute result cache. It is an alias of
 // an unnamed struct type, so a store that declares the same struct

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -229,5 +231,71 @@ func TestMCPStructuredContent(t *testing.T) {
 		if tl.Name == tool && !strings.Contains(string(tl.OutputSchema), "humidity") {
 			t.Errorf("tools --all: %s has output_schema %s", tool, tl.OutputSchema)
 		}
+	}
+}
+
+// TestMCPImageReachesAnthropicReply: server-everything's get-tiny-image
+// returns a PNG between two texts. Called in an Anthropic turn, the reply's
+// tool_result carries the text (with the image's placeholder) and the PNG
+// as an image block; the session read back keeps the image with its tool
+// message.
+func TestMCPImageReachesAnthropicReply(t *testing.T) {
+	ws := t.TempDir()
+	cfg := npmServersConfig(t, ws, filepath.Join(t.TempDir(), "memory.jsonl"))
+	data := t.TempDir()
+	input := `{"session":"img","auto_load_schemas":true,"message":{"role":"assistant","content":[` +
+		`{"type":"tool_use","id":"toolu_1","name":"mcp__everything__get-tiny-image","input":{}}]}}`
+	e, stdout, stderr := testEnv(strings.NewReader(input))
+	if code := e.main([]string{"run", "--workspace", ws, "--data", data, "--config", cfg, "--provider", "claude-code",
+		"--approve", "all", "--events=false", "-"}); code != exitOK {
+		t.Fatalf("run: exit status %d; stderr:\n%s", code, stderr.String())
+	}
+	var reply struct {
+		Role    string `json:"role"`
+		Content []struct {
+			Type      string `json:"type"`
+			ToolUseID string `json:"tool_use_id"`
+			IsError   bool   `json:"is_error"`
+			Content   []struct {
+				Type   string `json:"type"`
+				Text   string `json:"text"`
+				Source struct {
+					Type      string `json:"type"`
+					MediaType string `json:"media_type"`
+					Data      string `json:"data"`
+				} `json:"source"`
+			} `json:"content"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(stdout.String())), &reply); err != nil {
+		t.Fatalf("the reply is not one Anthropic user message with a tool_result of blocks: %v\n%.600s", err, stdout.String())
+	}
+	if reply.Role != "user" || len(reply.Content) != 1 || reply.Content[0].ToolUseID != "toolu_1" || reply.Content[0].IsError {
+		t.Fatalf("reply = %.600s", stdout.String())
+	}
+	blocks := reply.Content[0].Content
+	if len(blocks) != 2 || blocks[0].Type != "text" || blocks[1].Type != "image" {
+		t.Fatalf("tool_result content = %+v; want a text block and an image block", blocks)
+	}
+	if !strings.Contains(blocks[0].Text, "[image 1: image/png, 3.9 KiB]") || !strings.Contains(blocks[0].Text, "MCP logo") {
+		t.Errorf("text block = %q; want the server's texts and the image's placeholder", blocks[0].Text)
+	}
+	png, err := base64.StdEncoding.DecodeString(blocks[1].Source.Data)
+	if blocks[1].Source.Type != "base64" || blocks[1].Source.MediaType != "image/png" || err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Errorf("image block = %+v (%v); want a base64 PNG", blocks[1].Source, err)
+	}
+
+	e, stdout, stderr = testEnv(nil)
+	if code := e.main([]string{"session", "--workspace", ws, "--data", data, "--session", "img"}); code != exitOK {
+		t.Fatalf("session: exit status %d; stderr:\n%s", code, stderr.String())
+	}
+	var sess struct {
+		Tools []toolMessageJSON `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &sess); err != nil || len(sess.Tools) != 1 {
+		t.Fatalf("session = %.600s (%v)", stdout.String(), err)
+	}
+	if p := sess.Tools[0].Parts; len(p) != 1 || p[0].Kind != "image" || p[0].MIMEType != "image/png" || p[0].Data != blocks[1].Source.Data {
+		t.Errorf("the session read back keeps parts %+v; want the PNG", p)
 	}
 }

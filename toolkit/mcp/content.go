@@ -35,36 +35,41 @@ func resultText(res *mcp.CallToolResult, limit int) string {
 			structured = string(b)
 		}
 	}
-	return capText(joinResult(res, structured), limit)
+	text, _ := joinResult(res, structured)
+	return capText(text, limit)
 }
 
-// joinResult renders a tool result as text: structured (the structured
-// content as JSON, checked) first, then the blocks, a text block that only
-// repeats the structured content left out: text blocks as they are, every
-// other block as a one-line summary.
-func joinResult(res *mcp.CallToolResult, structured string) string {
+// joinResult renders a tool result: its text for the model and its media
+// (media.go). The text is structured (the structured content as JSON,
+// checked) first, then the blocks, a text block that only repeats the
+// structured content left out: text blocks as they are, every other block
+// as a one-line summary, an image or a sound kept as a part as its
+// numbered placeholder.
+func joinResult(res *mcp.CallToolResult, structured string) (string, []toolkit.Part) {
 	parts := make([]string, 0, len(res.Content)+1)
 	if structured != "" {
 		parts = append(parts, structured)
 	}
+	var m media
 	for _, c := range res.Content {
 		if t, ok := c.(*mcp.TextContent); ok && structured != "" && repeats(t.Text, structured) {
 			continue
 		}
-		parts = append(parts, blockText(c))
+		parts = append(parts, blockText(c, &m))
 	}
-	return strings.Join(parts, "\n")
+	return strings.Join(parts, "\n"), m.parts
 }
 
-// blockText is the text of one content block.
-func blockText(c mcp.Content) string {
+// blockText is the text of one content block; media it keeps go to m.
+// A resource keeps its URI and MIME type in the text.
+func blockText(c mcp.Content, m *media) string {
 	switch c := c.(type) {
 	case *mcp.TextContent:
 		return c.Text
 	case *mcp.ImageContent:
-		return fmt.Sprintf("[image content: %s, %s; not shown]", orUnknown(c.MIMEType), sizeText(len(c.Data)))
+		return m.add(toolkit.PartImage, c.MIMEType, c.Data, "")
 	case *mcp.AudioContent:
-		return fmt.Sprintf("[audio content: %s, %s; not shown]", orUnknown(c.MIMEType), sizeText(len(c.Data)))
+		return m.add(toolkit.PartAudio, c.MIMEType, c.Data, "")
 	case *mcp.ResourceLink:
 		s := "[resource link: " + c.URI
 		if c.Name != "" {
@@ -83,7 +88,15 @@ func blockText(c mcp.Content) string {
 			return "[embedded resource without contents]"
 		}
 		if r.Blob != nil {
+			for _, kind := range []string{toolkit.PartImage, toolkit.PartAudio} {
+				if strings.HasPrefix(strings.ToLower(r.MIMEType), kind+"/") {
+					return m.add(kind, r.MIMEType, r.Blob, r.URI)
+				}
+			}
 			return fmt.Sprintf("[embedded resource %s: %s, %s of binary data; not shown]", r.URI, orUnknown(r.MIMEType), sizeText(len(r.Blob)))
+		}
+		if r.MIMEType != "" {
+			return fmt.Sprintf("[embedded resource %s, %s]\n%s", r.URI, r.MIMEType, r.Text)
 		}
 		return fmt.Sprintf("[embedded resource %s]\n%s", r.URI, r.Text)
 	case nil:

@@ -185,14 +185,15 @@ func (s *server) send(ctx context.Context, sess *mcp.ClientSession, conn *conn, 
 	s.log.Debug().Str("tool", mcpName).Dur("elapsed", elapsed).Bool("is_error", res.IsError).Msg("MCP call ended")
 	if res.IsError {
 		// Redacted whole, then cut: no cut leaves part of a secret.
-		text := capText(c.Redact(joinResult(res, "")), s.cfg.MaxResultBytes)
-		return toolkit.Result{}, &ToolError{Server: s.name, Tool: mcpName, Text: text}
+		text, _ := joinResult(res, "")
+		return toolkit.Result{}, &ToolError{Server: s.name, Tool: mcpName, Text: capText(c.Redact(text), s.cfg.MaxResultBytes)}
 	}
 	structured, err := s.structured(res, mcpName, s.outputSchema(c.Name))
 	if err != nil {
 		return toolkit.Result{}, err
 	}
-	return toolkit.Result{Content: capText(c.Redact(joinResult(res, structured)), s.cfg.MaxResultBytes)}, nil
+	text, parts := joinResult(res, structured)
+	return toolkit.Result{Content: capText(c.Redact(text), s.cfg.MaxResultBytes), Parts: parts}, nil
 }
 
 // outputSchema is the output schema of the registered tool name, nil when
