@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -298,4 +301,94 @@ func TestMCPImageReachesAnthropicReply(t *testing.T) {
 	if p := sess.Tools[0].Parts; len(p) != 1 || p[0].Kind != "image" || p[0].MIMEType != "image/png" || p[0].Data != blocks[1].Source.Data {
 		t.Errorf("the session read back keeps parts %+v; want the PNG", p)
 	}
+}
+
+// TestServeMCPElicitation: server-everything's trigger-elicitation-request
+// asks the user for input during the call. Through serve, the request is
+// an "elicitation" event and a pending question (the server named, its
+// schema given); an answer over the API that breaks the schema is refused
+// with 400 naming the field, a matching one reaches the server, whose
+// result echoes it. With nobody answering, the request is declined at the
+// confirmation timeout.
+func TestServeMCPElicitation(t *testing.T) {
+	ws := t.TempDir()
+	cfg := npmServersConfig(t, ws, filepath.Join(t.TempDir(), "memory.jsonl"))
+	turn := `{"provider":"claude-code","auto_load_schemas":true,"message":{"role":"assistant","tool_calls":[` +
+		`{"id":"el1","type":"function","function":{"name":"mcp__everything__trigger-elicitation-request","arguments":"{}"}}]}}`
+	post := func(url, body string) (int, string) {
+		t.Helper()
+		resp, err := http.Post(url, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	t.Run("answered", func(t *testing.T) {
+		s := startServe(t, "--workspace", ws, "--data", t.TempDir(), "--config", cfg, "--approve", "all", "--confirm-timeout", "60s")
+		req, err := http.NewRequest("GET", s.base+"/v1/sessions/el/events", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		events, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer events.Body.Close()
+		type reply struct {
+			code int
+			body string
+		}
+		done := make(chan reply, 1)
+		go func() {
+			code, body := post(s.base+"/v1/sessions/el/turns", turn)
+			done <- reply{code, body}
+		}()
+		sc := bufio.NewScanner(events.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Text() != "event: elicitation" {
+			if !sc.Scan() {
+				t.Fatalf("the event stream ended before the elicitation: %v", sc.Err())
+			}
+		}
+		var ev eventLine
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				if err := json.Unmarshal([]byte(data), &ev); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+		if ev.CallID != "el1" || ev.Text != "Please provide inputs for the following fields:" ||
+			!strings.Contains(ev.Arguments, `"required":["name"]`) || !strings.Contains(ev.Note, `MCP server "everything"`) {
+			t.Errorf("elicitation event = %+v", ev)
+		}
+		if strings.Contains(ev.Note, "Warning") {
+			t.Errorf("a request for a name and an email is taken for one for a secret: %q", ev.Note)
+		}
+		code, body := post(s.base+"/v1/sessions/el/answer/el1", `{"content":{"name":"Ada Lovelace","integer":500}}`)
+		if code != http.StatusBadRequest || !strings.Contains(body, `integer`) {
+			t.Errorf("an answer over the schema's maximum: %d %s; want 400 naming the field", code, body)
+		}
+		code, body = post(s.base+"/v1/sessions/el/answer/el1", `{"content":{"name":"Ada Lovelace","check":true,"integer":7}}`)
+		if code != http.StatusOK {
+			t.Fatalf("a matching answer: %d %s", code, body)
+		}
+		r := <-done
+		if r.code != http.StatusOK || !strings.Contains(r.body, "Name: Ada Lovelace") || !strings.Contains(r.body, "Favorite Integer: 7") {
+			t.Errorf("the turn: %d %.800s; want the server's echo of the answer", r.code, r.body)
+		}
+	})
+
+	t.Run("nobody answers", func(t *testing.T) {
+		s := startServe(t, "--workspace", ws, "--data", t.TempDir(), "--config", cfg, "--approve", "all", "--confirm-timeout", "1s")
+		code, body := post(s.base+"/v1/sessions/el/turns", turn)
+		if code != http.StatusOK || !strings.Contains(body, "User declined to provide the requested information") {
+			t.Errorf("the turn: %d %.800s; want the request declined", code, body)
+		}
+	})
 }

@@ -129,6 +129,11 @@ func (r dispatcherReplies) AnswerSecret(ctx context.Context, session, callID, va
 	return mapReplyErr(r.d.AnswerWith(ctx, session, callID, toolkit.Answer{Text: value, Origins: origins}))
 }
 
+// Decline declines a request for input from an MCP server.
+func (r dispatcherReplies) Decline(ctx context.Context, session, callID string) error {
+	return mapReplyErr(r.d.Answer(ctx, session, callID, "", true))
+}
+
 func (r dispatcherReplies) ClientResult(ctx context.Context, session, callID, content string, isError bool) error {
 	return mapReplyErr(r.d.ClientResult(ctx, session, callID, content, isError))
 }
@@ -139,6 +144,8 @@ func mapReplyErr(err error) error {
 		return service.ErrNoPending
 	case errors.Is(err, actors.ErrAlreadyAnswered):
 		return service.ErrAlreadyAnswered
+	case errors.Is(err, actors.ErrInvalidAnswer):
+		return fmt.Errorf("%w: %s", service.ErrInvalidAnswer, strings.TrimPrefix(err.Error(), actors.ErrInvalidAnswer.Error()+": "))
 	}
 	return err
 }

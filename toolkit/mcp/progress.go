@@ -35,6 +35,7 @@ const (
 type inflight struct {
 	call *toolkit.Call
 	conn *conn
+	ctx  context.Context // the call's: it ends when the call stops waiting
 
 	// mu is held while a progress line is emitted, and by done: nothing is
 	// emitted once the call's handler may have returned.
@@ -44,11 +45,12 @@ type inflight struct {
 	ended   bool      // guarded by mu; the call's answer came (or it gave up)
 }
 
-// track registers c as sent on conn under a new progress token; done
-// unregisters it once its answer came (nothing it streams is shown after).
-func (s *server) track(c *toolkit.Call, conn *conn) (token string, f *inflight, done func()) {
+// track registers c as sent on conn, within ctx, under a new progress
+// token; done unregisters it once its answer came (nothing it streams is
+// shown after).
+func (s *server) track(ctx context.Context, c *toolkit.Call, conn *conn) (token string, f *inflight, done func()) {
 	token = progressTokenPrefix + strconv.FormatInt(s.tokens.Add(1), 10)
-	f = &inflight{call: c, conn: conn}
+	f = &inflight{call: c, conn: conn, ctx: ctx}
 	s.mu.Lock()
 	s.calls[token] = f
 	s.mu.Unlock()

@@ -220,9 +220,11 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: clientName, Version: clientVersion()}, &mcp.ClientOptions{
 		Logger: slog.New(zerolog.NewSlogHandler(s.log)),
-		// No roots, sampling or elicitation: servers use their own
-		// configuration (a filesystem server keeps its command-line roots).
+		// No roots or sampling: servers use their own configuration (a
+		// filesystem server keeps its command-line roots). Elicitation
+		// (form mode) goes to the person behind the call (elicit.go).
 		Capabilities:                &mcp.ClientCapabilities{},
+		ElicitationHandler:          s.onElicit,
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { poke(s.refresh) },
 		ProgressNotificationHandler: s.onProgress,
 		LoggingMessageHandler:       s.onLog,

@@ -167,12 +167,12 @@ func (s *server) send(ctx context.Context, sess *mcp.ClientSession, conn *conn, 
 	if h := s.m.hooks.call; h != nil {
 		h(s.name, mcpName, conn.pid())
 	}
-	token, _, untrack := s.track(c, conn)
+	token, f, untrack := s.track(callCtx, c, conn)
 	params := &mcp.CallToolParams{Name: mcpName, Arguments: args}
 	params.SetProgressToken(token)
 	began := time.Now()
 	s.inflight.Add(1)
-	res, err := sess.CallTool(callCtx, params)
+	res, err := sess.CallTool(withInflight(callCtx, f), params)
 	s.inflight.Add(-1)
 	untrack()
 	elapsed := time.Since(began)

@@ -13,6 +13,10 @@ var (
 	// ErrAlreadyAnswered: the question or client call was answered before
 	// (answered with 409).
 	ErrAlreadyAnswered = errors.New("service: already answered")
+	// ErrInvalidAnswer: the answer does not match what the question asks
+	// for (an MCP server's requested schema); the question still waits
+	// (answered with 400 and the reason).
+	ErrInvalidAnswer = errors.New("service: the answer does not match what was asked")
 )
 
 // Replies hands answers from the API to whatever waits for them: the
@@ -23,6 +27,12 @@ type Replies interface {
 	Answer(ctx context.Context, session, callID, text string) error
 	// ClientResult hands back the result of a client tool's call.
 	ClientResult(ctx context.Context, session, callID string, content string, isError bool) error
+}
+
+// DeclineReplies is implemented by a Replies that can decline a question
+// (a request for input from an MCP server) instead of answering it.
+type DeclineReplies interface {
+	Decline(ctx context.Context, session, callID string) error
 }
 
 // SecretReplies is implemented by a Replies that can answer store_secret

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -25,6 +26,8 @@ func mapActorsErr(err error) error {
 		return ErrNoPending
 	case errors.Is(err, actors.ErrAlreadyAnswered):
 		return ErrAlreadyAnswered
+	case errors.Is(err, actors.ErrInvalidAnswer):
+		return fmt.Errorf("%w: %w", ErrInvalidAnswer, err)
 	}
 	return err
 }

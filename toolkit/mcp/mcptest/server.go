@@ -67,6 +67,10 @@ const (
 	// repeating it and one more; "liar" a string temperature (and a text
 	// block saying otherwise); "missing" no structured content at all.
 	ModeStructured = "structured"
+	// ModeElicitPair: holds the first call it gets; at the second, asks
+	// the client for user input (elicitation/create) while both are in
+	// flight, and answers both calls with the action the client gave.
+	ModeElicitPair = "elicit-pair"
 	// ModeLogLines: answers a call after LogLinesCount log notifications
 	// (notifications/message) of every level, whose data tries to forge
 	// log lines and fields.
@@ -97,7 +101,8 @@ type message struct {
 // server writes messages to stdout, one per line.
 type server struct {
 	mode      string
-	relisting bool // ModeEndlessRelist: the listings have no end
+	relisting bool              // ModeEndlessRelist: the listings have no end
+	held      []json.RawMessage // ModeElicitPair: ids of the calls held
 	mu        sync.Mutex
 	out       *bufio.Writer
 }
@@ -175,6 +180,15 @@ func Serve(mode string) int {
 				} `json:"_meta"`
 			}
 			json.Unmarshal(msg.Params, &p)
+			if s.mode == ModeElicitPair {
+				s.held = append(s.held, msg.ID)
+				if len(s.held) == 2 {
+					s.send(map[string]any{"jsonrpc": "2.0", "id": "elicit-1", "method": "elicitation/create",
+						"params": map[string]any{"message": "Whose call is this?", "requestedSchema": map[string]any{"type": "object",
+							"properties": map[string]any{"answer": map[string]any{"type": "string"}}}}})
+				}
+				break
+			}
 			s.beforeReply(p.Meta.ProgressToken)
 			if p.Name == "weather" {
 				s.reply(msg.ID, weather(p.Arguments["mode"]))
@@ -191,6 +205,28 @@ func Serve(mode string) int {
 			}
 		case "ping":
 			s.reply(msg.ID, map[string]any{})
+		case "":
+			// An answer to a request of ours: in ModeElicitPair, the
+			// client's answer to the elicitation ends the calls held.
+			if s.mode == ModeElicitPair && string(msg.ID) == `"elicit-1"` {
+				var r struct {
+					Result struct {
+						Action string `json:"action"`
+					} `json:"result"`
+					Error *struct {
+						Message string `json:"message"`
+					} `json:"error"`
+				}
+				json.Unmarshal(line, &r)
+				text := "action: " + r.Result.Action
+				if r.Error != nil {
+					text = "error: " + r.Error.Message
+				}
+				for _, id := range s.held {
+					s.reply(id, map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}})
+				}
+				s.held = nil
+			}
 		default:
 			if len(msg.ID) > 0 {
 				s.send(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "error": map[string]any{"code": -32601, "message": "method not found"}})
@@ -277,6 +313,8 @@ func (s *server) list(msg message) (code int, exit bool) {
 		s.reply(msg.ID, map[string]any{"tools": []any{echoTool(), tool("giant", "Answers with 20 MiB.", nil)}})
 	case ModeStructured:
 		s.reply(msg.ID, map[string]any{"tools": []any{echoTool(), weatherTool()}})
+	case ModeElicitPair:
+		s.reply(msg.ID, map[string]any{"tools": []any{tool("ask", "Asks the user something.", nil)}})
 	case ModeMalformedList:
 		s.reply(msg.ID, map[string]any{"tools": []any{"echo", 42}})
 	case ModeBigTools:
