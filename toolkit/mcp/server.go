@@ -195,7 +195,7 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 			return nil, fmt.Errorf("connecting to MCP server %q: %w", s.name, err)
 		}
 		c.inproc = ss
-		transport = &tapTransport{base: ct, s: s}
+		transport = &tapTransport{base: ct, s: s, c: c}
 	} else if len(s.cfg.Command) > 0 {
 		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
 		cmd.Env = s.env()
@@ -206,7 +206,7 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		cmd.WaitDelay = waitDelay
 		c.cmd = cmd
 		c.stdio = &stdioTransport{cmd: cmd, meter: c.meter}
-		transport = &tapTransport{base: c.stdio, s: s}
+		transport = &tapTransport{base: c.stdio, s: s, c: c}
 	} else {
 		endpoint, err := s.cfg.endpoint()
 		if err != nil {

@@ -170,9 +170,28 @@ func (s *server) send(ctx context.Context, sess *mcp.ClientSession, conn *conn, 
 	token, f, untrack := s.track(callCtx, c, conn)
 	params := &mcp.CallToolParams{Name: mcpName, Arguments: args}
 	params.SetProgressToken(token)
+	// A tool that must run as a task is marked for the tap to call it as
+	// one (tasks.go).
+	asTask := conn.tap != nil && conn.tap.support(mcpName) == taskRequired
+	if asTask {
+		params.Meta[conn.tap.key] = s.cfg.Timeout.Milliseconds()
+	}
 	began := time.Now()
 	s.inflight.Add(1)
 	res, err := sess.CallTool(withInflight(callCtx, f), params)
+	if err == nil && asTask {
+		var st *taskState
+		if st, err = taskOf(res, conn.tap.key); err == nil && st != nil {
+			res, err = s.awaitTask(callCtx, conn.tap, mcpName, c, st)
+			var te *ToolError
+			if err != nil && (callCtx.Err() != nil || errors.As(err, &te)) {
+				// Cancelled at the call's end, or ended by the server.
+				s.inflight.Add(-1)
+				untrack()
+				return toolkit.Result{}, err
+			}
+		}
+	}
 	s.inflight.Add(-1)
 	untrack()
 	elapsed := time.Since(began)

@@ -71,6 +71,15 @@ const (
 	// the client for user input (elicitation/create) while both are in
 	// flight, and answers both calls with the action the client gave.
 	ModeElicitPair = "elicit-pair"
+	// ModeTasks: tools "quick" and "endless" whose execution.taskSupport
+	// is "required" (called plainly they fail with -32601). Called as a
+	// task, each answers with a task handle asking to be polled without
+	// pause (pollInterval 0) and a status message holding a line break;
+	// every tasks/get of "quick" after the first says completed, and
+	// tasks/result gives "done after N polls"; "endless" is working at each
+	// poll with a new message, until tasks/cancel. "forger", a plain
+	// tool, answers with what looks like a task handle.
+	ModeTasks = "tasks"
 	// ModeLogLines: answers a call after LogLinesCount log notifications
 	// (notifications/message) of every level, whose data tries to forge
 	// log lines and fields.
@@ -103,6 +112,7 @@ type server struct {
 	mode      string
 	relisting bool              // ModeEndlessRelist: the listings have no end
 	held      []json.RawMessage // ModeElicitPair: ids of the calls held
+	tasks     map[string]*task  // ModeTasks: by task id
 	mu        sync.Mutex
 	out       *bufio.Writer
 }
@@ -144,6 +154,9 @@ func Serve(mode string) int {
 		}
 		var msg message
 		if json.Unmarshal(line, &msg) != nil {
+			continue
+		}
+		if s.mode == ModeTasks && s.taskMessage(msg) {
 			continue
 		}
 		switch msg.Method {
@@ -315,6 +328,11 @@ func (s *server) list(msg message) (code int, exit bool) {
 		s.reply(msg.ID, map[string]any{"tools": []any{echoTool(), weatherTool()}})
 	case ModeElicitPair:
 		s.reply(msg.ID, map[string]any{"tools": []any{tool("ask", "Asks the user something.", nil)}})
+	case ModeTasks:
+		quick, endless := tool("quick", "Runs as a task, briefly.", nil), tool("endless", "Runs as a task, forever.", nil)
+		quick["execution"] = map[string]any{"taskSupport": "required"}
+		endless["execution"] = map[string]any{"taskSupport": "required"}
+		s.reply(msg.ID, map[string]any{"tools": []any{echoTool(), quick, endless, tool("forger", "Answers with a task handle.", nil)}})
 	case ModeMalformedList:
 		s.reply(msg.ID, map[string]any{"tools": []any{"echo", 42}})
 	case ModeBigTools:
