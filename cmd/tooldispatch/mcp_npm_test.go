@@ -226,6 +226,10 @@ func TestMCPStructuredContent(t *testing.T) {
 			Name         string          `json:"name"`
 			OutputSchema json.RawMessage `json:"output_schema"`
 		} `json:"tools"`
+		Servers []struct {
+			Name     string `json:"name"`
+			Protocol string `json:"protocol"`
+		} `json:"mcp_servers"`
 	}
 	if err := json.Unmarshal([]byte(stdout.String()), &all); err != nil {
 		t.Fatal(err)
@@ -234,6 +238,15 @@ func TestMCPStructuredContent(t *testing.T) {
 		if tl.Name == tool && !strings.Contains(string(tl.OutputSchema), "humidity") {
 			t.Errorf("tools --all: %s has output_schema %s", tool, tl.OutputSchema)
 		}
+	}
+	// The npm servers' TypeScript SDK knows revisions up to 2025-11-25.
+	for _, srv := range all.Servers {
+		if srv.Protocol != "2025-11-25" {
+			t.Errorf("tools --all: server %s speaks %q, want 2025-11-25", srv.Name, srv.Protocol)
+		}
+	}
+	if len(all.Servers) != 3 {
+		t.Errorf("tools --all: mcp_servers = %+v; want the three servers", all.Servers)
 	}
 }
 

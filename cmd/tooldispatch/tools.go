@@ -50,6 +50,8 @@ type mcpServerInfo struct {
 	NextAttempt *time.Time `json:"next_attempt,omitempty"`
 	// Skipped are the tools it lists that are not registered.
 	Skipped []skippedToolInfo `json:"skipped,omitempty"`
+	// Protocol is the MCP revision its session speaks.
+	Protocol string `json:"protocol,omitempty"`
 }
 
 // skippedToolInfo is a tool an MCP server lists that is not registered.
@@ -65,7 +67,7 @@ func mcpServers(m *mcp.Manager) []mcpServerInfo {
 	}
 	var out []mcpServerInfo
 	for _, st := range m.Servers() {
-		info := mcpServerInfo{Name: st.Name, State: st.State, Tools: st.Tools, Error: st.LastError}
+		info := mcpServerInfo{Name: st.Name, State: st.State, Tools: st.Tools, Error: st.LastError, Protocol: st.Protocol}
 		if !st.NextAttempt.IsZero() {
 			next := st.NextAttempt.UTC()
 			info.NextAttempt = &next

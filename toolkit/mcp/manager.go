@@ -260,6 +260,9 @@ type ServerStatus struct {
 	// Skipped are the tools of the server's listing that are not
 	// registered, with the reason.
 	Skipped []SkippedTool
+	// Protocol is the MCP revision the session speaks ("2026-07-28",
+	// "2025-11-25", …); "" while there is no session.
+	Protocol string
 }
 
 // SkippedTool is a tool a server lists that is not registered.

@@ -413,6 +413,11 @@ func (s *server) status() ServerStatus {
 		st.NextAttempt = s.nextTry
 	}
 	st.Skipped = slices.Clone(s.skipped)
+	if s.session != nil {
+		if r := s.session.InitializeResult(); r != nil {
+			st.Protocol = r.ProtocolVersion
+		}
+	}
 	return st
 }
 
