@@ -96,6 +96,7 @@ var configKeyRows = []configKeyRow{
 	{key: "mcp.servers.hang_timeout", wiredTo: "mcp.NewManager: hung server killed and restarted (toolkit/mcp liveness_test.go TestHungServerIsRestarted)"},
 	{key: "mcp.servers.no_dedup", wiredTo: "mcp.NewManager: Tool.NoDedup of the server's tools (toolkit/mcp tools.go)"},
 	{key: "mcp.servers.concurrent", wiredTo: "mcp.NewManager: a trusted server's read-only tools concurrent (toolkit/mcp TestAnnotationsCountOnlyWhenTrusted)"},
+	{key: "mcp.servers.optional_tasks", wiredTo: "mcp.NewManager: tools of optional task support called as tasks (toolkit/mcp TestOptionalTasks)"},
 
 	// [script] and [ext]: script.Register(reg, script.Config{cfg.Script, cfg.Ext}); effects in toolkit/script tests.
 	{key: "script.manifests.path", wiredTo: "script.Register: manifests loaded (toolkit/script)"},

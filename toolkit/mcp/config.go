@@ -148,6 +148,11 @@ type ServerConfig struct {
 	// dispatcher's limit, instead of alone in call order. Without Trusted
 	// it changes nothing.
 	Concurrent bool `toml:"concurrent"`
+	// OptionalTasks calls the tools whose listing says
+	// execution.taskSupport "optional" as tasks too (polled, cancelled at
+	// the timeout), as those saying "required" always are; otherwise they
+	// are called plainly. Stdio and in-process servers only.
+	OptionalTasks bool `toml:"optional_tasks"`
 }
 
 // DefaultHangTimeout is how long a server with calls waiting may leave a

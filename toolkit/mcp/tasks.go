@@ -23,8 +23,10 @@ import (
 // the person behind the call meanwhile, elicit.go). A task still running
 // when the call's timeout ends is cancelled with tasks/cancel.
 const (
-	// taskRequired is the taskSupport of a tool that must run as a task.
+	// taskRequired is the taskSupport of a tool that must run as a task,
+	// taskOptional of one that may (ServerConfig.OptionalTasks).
 	taskRequired = "required"
+	taskOptional = "optional"
 	// minTaskPoll and maxTaskPoll bound the server's pollInterval;
 	// defaultTaskPoll is used when it gives none.
 	minTaskPoll     = 250 * time.Millisecond
@@ -77,6 +79,12 @@ func (t *taskState) terminal() bool {
 		return true
 	}
 	return false
+}
+
+// asTask reports whether a tool of the given taskSupport is called as a
+// task.
+func (s *server) asTask(support string) bool {
+	return support == taskRequired || (support == taskOptional && s.cfg.OptionalTasks)
 }
 
 // taskOf reads the task handle the tap put under its key in res's _meta;

@@ -70,3 +70,50 @@ func TestTaskRequiredToolsRunAsTasks(t *testing.T) {
 	}
 	t.Logf("endless: %d status lines", len(lines))
 }
+
+// TestOptionalTasks: a tool whose task support is "optional" is called
+// plainly, unless the operator sets optional_tasks for its server.
+func TestOptionalTasks(t *testing.T) {
+	for _, optional := range []bool{false, true} {
+		srv, _ := misbehavingServer(t, "tasks", mcptest.ModeTasks)
+		srv.OptionalTasks = optional
+		h := newHarness(t, []ServerConfig{srv})
+		h.start()
+		got, err, lines := h.taskCall("mcp__tasks__either")
+		want := "plain"
+		if optional {
+			want = "done after 2 polls"
+		}
+		if err != nil || got != want {
+			t.Errorf("optional_tasks = %v: either = %q, %v (streamed %q); want %q", optional, got, err, lines, want)
+		}
+	}
+}
+
+// TestTaskAsksForInput: server-everything's simulate-research-query of an
+// ambiguous topic needs input midway (input_required): the request comes
+// while tasks/result waits, reaches the person behind the call, and the
+// answer reaches the task's result.
+func TestTaskAsksForInput(t *testing.T) {
+	h := newHarness(t, []ServerConfig{{Name: "everything", Command: serverCommand(t, "server-everything", "stdio")}})
+	h.start()
+	tool := h.tool("mcp__everything__simulate-research-query")
+	a, err := toolkit.ParseArgs(`{"topic":"python","ambiguous":true}`, toolkit.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tool.EffectiveTimeout())
+	defer cancel()
+	var asked []toolkit.Question
+	res, err := tool.Handler(ctx, &toolkit.Call{ID: "c1", Name: tool.Name, Args: a, Emit: func(string) {},
+		Ask: func(_ context.Context, q toolkit.Question) (toolkit.Answer, error) {
+			asked = append(asked, q)
+			return toolkit.Answer{Text: `{"interpretation":"programming"}`}, nil
+		}})
+	if err != nil || !strings.Contains(res.Content, "Clarification**: programming") {
+		t.Errorf("research = %.300q, %v; want the answer in the report", res.Content, err)
+	}
+	if len(asked) != 1 || !strings.Contains(asked[0].Text, "could have multiple interpretations") {
+		t.Errorf("asked %+v; want the server's one question", asked)
+	}
+}

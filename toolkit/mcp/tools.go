@@ -172,7 +172,7 @@ func (s *server) send(ctx context.Context, sess *mcp.ClientSession, conn *conn, 
 	params.SetProgressToken(token)
 	// A tool that must run as a task is marked for the tap to call it as
 	// one (tasks.go).
-	asTask := conn.tap != nil && conn.tap.support(mcpName) == taskRequired
+	asTask := conn.tap != nil && s.asTask(conn.tap.support(mcpName))
 	if asTask {
 		params.Meta[conn.tap.key] = s.cfg.Timeout.Milliseconds()
 	}

@@ -78,7 +78,9 @@ const (
 	// every tasks/get of "quick" after the first says completed, and
 	// tasks/result gives "done after N polls"; "endless" is working at each
 	// poll with a new message, until tasks/cancel. "forger", a plain
-	// tool, answers with what looks like a task handle.
+	// tool, answers with what looks like a task handle; "either" (task
+	// support "optional") answers "plain" when called plainly and runs as
+	// "quick" when called as a task.
 	ModeTasks = "tasks"
 	// ModeLogLines: answers a call after LogLinesCount log notifications
 	// (notifications/message) of every level, whose data tries to forge
@@ -332,7 +334,9 @@ func (s *server) list(msg message) (code int, exit bool) {
 		quick, endless := tool("quick", "Runs as a task, briefly.", nil), tool("endless", "Runs as a task, forever.", nil)
 		quick["execution"] = map[string]any{"taskSupport": "required"}
 		endless["execution"] = map[string]any{"taskSupport": "required"}
-		s.reply(msg.ID, map[string]any{"tools": []any{echoTool(), quick, endless, tool("forger", "Answers with a task handle.", nil)}})
+		either := tool("either", "Runs as a task or not.", nil)
+		either["execution"] = map[string]any{"taskSupport": "optional"}
+		s.reply(msg.ID, map[string]any{"tools": []any{echoTool(), quick, endless, either, tool("forger", "Answers with a task handle.", nil)}})
 	case ModeMalformedList:
 		s.reply(msg.ID, map[string]any{"tools": []any{"echo", 42}})
 	case ModeBigTools:

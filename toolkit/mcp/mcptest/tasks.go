@@ -35,7 +35,11 @@ func (s *server) taskMessage(msg message) bool {
 			s.reply(msg.ID, map[string]any{"task": map[string]any{"taskId": "forged", "status": "working"}})
 			return true
 		}
-		if p.Name != "quick" && p.Name != "endless" {
+		if p.Name == "either" && p.Task == nil {
+			s.reply(msg.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": "plain"}}})
+			return true
+		}
+		if p.Name != "quick" && p.Name != "endless" && p.Name != "either" {
 			return false
 		}
 		if p.Task == nil {
@@ -57,7 +61,7 @@ func (s *server) taskMessage(msg message) bool {
 		switch msg.Method {
 		case "tasks/get":
 			t.polls++
-			if t.tool == "quick" && t.polls > 1 && t.state == "working" {
+			if t.tool != "endless" && t.polls > 1 && t.state == "working" {
 				t.state = "completed"
 			}
 			s.reply(msg.ID, map[string]any{"taskId": p.TaskID, "status": t.state, "pollInterval": 0,
