@@ -63,6 +63,8 @@ func (s *server) onLog(_ context.Context, req *mcp.LoggingMessageRequest) {
 }
 
 // logMessage writes a server's log notification to the log.
+//
+//lint:ignore SA1019 logging is deprecated from 2026-07-28 only; servers of 2025-11-25 and older still log this way
 func (s *server) logMessage(p *mcp.LoggingMessageParams) {
 	ok, dropped := s.logs.admit(s.m.now())
 	if dropped > 0 {
@@ -98,6 +100,8 @@ func (s *server) logMessage(p *mcp.LoggingMessageParams) {
 
 // logLevel is our level for an MCP (syslog) level; an unknown level logs
 // at info.
+//
+//lint:ignore SA1019 logging is deprecated from 2026-07-28 only; servers of 2025-11-25 and older still log this way
 func logLevel(l mcp.LoggingLevel) zerolog.Level {
 	switch l {
 	case "debug":

@@ -227,7 +227,8 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		ElicitationHandler:          s.onElicit,
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { poke(s.refresh) },
 		ProgressNotificationHandler: s.onProgress,
-		LoggingMessageHandler:       s.onLog,
+		//lint:ignore SA1019 logging is deprecated from 2026-07-28 only; servers of 2025-11-25 and older still log this way
+		LoggingMessageHandler: s.onLog,
 		// No KeepAlive: serve pings the server itself (liveness.go), so
 		// that a server found dead is handled like a hung one.
 	})

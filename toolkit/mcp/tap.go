@@ -173,6 +173,7 @@ func (t *tap) notification(req *jsonrpc.Request) bool {
 			t.s.progressUpdate(&p)
 		}
 	case methodLog:
+		//lint:ignore SA1019 logging is deprecated from 2026-07-28 only; servers of 2025-11-25 and older still log this way
 		var p mcp.LoggingMessageParams
 		if json.Unmarshal(req.Params, &p) == nil {
 			t.s.logMessage(&p)

@@ -13,7 +13,7 @@ import (
 
 // taskCall runs tool and returns its content (or error) and the lines it
 // streamed.
-func (h *harness) taskCall(name string) (string, error, []string) {
+func (h *harness) taskCall(name string) (string, []string, error) {
 	h.t.Helper()
 	tool := h.tool(name)
 	a, _ := toolkit.ParseArgs(`{}`, toolkit.Limits{})
@@ -28,7 +28,7 @@ func (h *harness) taskCall(name string) (string, error, []string) {
 	}})
 	mu.Lock()
 	defer mu.Unlock()
-	return res.Content, err, lines
+	return res.Content, lines, err
 }
 
 // TestTaskRequiredToolsRunAsTasks: a tool whose listing says taskSupport
@@ -46,7 +46,7 @@ func TestTaskRequiredToolsRunAsTasks(t *testing.T) {
 	h := newHarness(t, []ServerConfig{srv})
 	h.start()
 
-	got, err, lines := h.taskCall("mcp__tasks__quick")
+	got, lines, err := h.taskCall("mcp__tasks__quick")
 	if err != nil || got != "done after 2 polls" {
 		t.Errorf("quick = %q, %v; want the task's result", got, err)
 	}
@@ -56,11 +56,11 @@ func TestTaskRequiredToolsRunAsTasks(t *testing.T) {
 
 	// A plain call answered with a task handle is not followed as a task
 	// (no tasks/get of a task the server made up).
-	if got, err, lines := h.taskCall("mcp__tasks__forger"); err != nil || got != "" || len(lines) != 0 {
+	if got, lines, err := h.taskCall("mcp__tasks__forger"); err != nil || got != "" || len(lines) != 0 {
 		t.Errorf("forger = %q, %v, %q; want its empty result, no task followed", got, err, lines)
 	}
 
-	got, err, lines = h.taskCall("mcp__tasks__endless")
+	got, lines, err = h.taskCall("mcp__tasks__endless")
 	if err == nil || !strings.Contains(err.Error(), `its task "task-2" was cancelled (tasks/cancel: its status is now cancelled)`) {
 		t.Errorf("endless = %q, %v; want it cancelled at the timeout", got, err)
 	}
@@ -79,7 +79,7 @@ func TestOptionalTasks(t *testing.T) {
 		srv.OptionalTasks = optional
 		h := newHarness(t, []ServerConfig{srv})
 		h.start()
-		got, err, lines := h.taskCall("mcp__tasks__either")
+		got, lines, err := h.taskCall("mcp__tasks__either")
 		want := "plain"
 		if optional {
 			want = "done after 2 polls"
