@@ -173,6 +173,7 @@ func TestMCPProgressStreams(t *testing.T) {
 	if len(texts) < 3 {
 		t.Fatalf("%d tool_call_text events for a call of 6 progress steps, want at least 3; events: %v", len(texts), kinds)
 	}
+	t.Logf("%d tool_call_text events: %q", len(texts), texts)
 	if !strings.Contains(strings.Join(texts, ""), "progress 6/6") {
 		t.Errorf("the last step's progress is not streamed: %q", texts)
 	}
