@@ -80,7 +80,7 @@ func (a *callActor) run(p *callPlan, text *callText, span trace.Span) *callOutco
 	c := &toolkit.Call{
 		Session: a.in.session, Run: a.in.run, Turn: a.in.turn, ID: p.id, Name: p.name, Args: p.args, View: a.in.view,
 		Emit:     func(piece string) { em.text(text, p.id, p.name, piece) },
-		Ask:      a.in.cfg.board.asker(em, a.in.session, p.id, p.name),
+		Ask:      a.in.cfg.board.asker(em, a.in.session, p.id, p.name, a.in.cfg.ConfirmTimeout),
 		Redactor: a.in.cfg.Redactor,
 	}
 	var res toolkit.Result
@@ -96,7 +96,7 @@ func (a *callActor) run(p *callPlan, text *callText, span trace.Span) *callOutco
 		res, err = p.tool.Handler(cctx, c)
 	}
 	if err == nil && !p.fault.Injected() {
-		return &callOutcome{idx: p.idx, msg: toolMsg(p, toolkit.StatusOK, res.Content), fetched: res.Fetched, cache: res.Cache}
+		return &callOutcome{idx: p.idx, msg: withParts(toolMsg(p, toolkit.StatusOK, res.Content), res.Parts), fetched: res.Fetched, cache: res.Cache}
 	}
 	return a.settle(cctx, p, res, err)
 }
@@ -123,7 +123,7 @@ func (a *callActor) settle(cctx context.Context, p *callPlan, res toolkit.Result
 	var skipped *toolkit.SkippedError
 	switch {
 	case err == nil:
-		o.msg = toolMsg(p, toolkit.StatusOK, res.Content)
+		o.msg = withParts(toolMsg(p, toolkit.StatusOK, res.Content), res.Parts)
 		o.fetched = res.Fetched
 		o.cache = res.Cache
 	case errors.As(err, &skipped):

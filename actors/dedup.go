@@ -13,22 +13,24 @@ import (
 // read-only: what it invalidates.
 type mutation struct {
 	paths    []string
-	anyPaths bool // the tool declares no paths: treat every path as touched
+	anyPaths bool   // the tool declares no paths: treat every path as touched
+	scope    string // the tool's DedupScope: every entry of the scope is touched
 }
 
 func mutationOf(p *callPlan) mutation {
 	if p.tool.Paths == nil {
-		return mutation{anyPaths: true}
+		return mutation{anyPaths: true, scope: p.tool.DedupScope}
 	}
-	return mutation{paths: p.tool.Paths(p.args)}
+	return mutation{paths: p.tool.Paths(p.args), scope: p.tool.DedupScope}
 }
 
 // invalidates reports whether a mutation makes a de-duplication entry stale
 // (SPEC section 6): entries of find_files and run_command always; entries
+// of the mutating tool's scope (an MCP server's tools) always; entries
 // whose paths overlap the mutated paths (a mutation without declared paths
 // overlaps every path).
 func (m mutation) invalidates(e *cachestore.DedupEntry) bool {
-	if e.StaleOnMutation {
+	if e.StaleOnMutation || (m.scope != "" && e.Scope == m.scope) {
 		return true
 	}
 	if len(e.Paths) == 0 {
@@ -57,7 +59,8 @@ func pathsOverlap(a, b string) bool {
 }
 
 func dedupEntry(p *callPlan, content string) *cachestore.DedupEntry {
-	e := &cachestore.DedupEntry{Key: p.dedupKey, Tool: p.name, Content: content, StaleOnMutation: p.tool.StaleOnMutation, Stamp: p.stamp}
+	e := &cachestore.DedupEntry{Key: p.dedupKey, Tool: p.name, Content: content, StaleOnMutation: p.tool.StaleOnMutation,
+		Stamp: p.stamp, Scope: p.tool.DedupScope}
 	if p.tool.Paths != nil {
 		e.Paths = p.tool.Paths(p.args)
 	}
@@ -65,13 +68,15 @@ func dedupEntry(p *callPlan, content string) *cachestore.DedupEntry {
 }
 
 // dedupChanges walks the executed calls in call order and returns the
-// entries to add and the keys to delete in the run's table.
+// entries to add and the keys to delete in the run's table. A call whose
+// tool is never de-duplicated (NoDedup) adds no entry, but its success
+// still makes what it changed stale.
 func (a *turnActor) dedupChanges(msgs []*messages.ToolMessage) (put []*cachestore.DedupEntry, del []string) {
 	puts := make(map[string]*cachestore.DedupEntry, len(a.plans))
 	order := make([]string, 0, len(a.plans))
 	dels := map[string]bool{}
 	for _, p := range a.plans {
-		if p.decided != nil || p.dupOf >= 0 || p.tool == nil || p.dedupKey == "" {
+		if p.decided != nil || p.dupOf >= 0 || p.tool == nil || (p.dedupKey == "" && p.readOnly) {
 			continue
 		}
 		m := msgs[p.idx]
@@ -91,6 +96,9 @@ func (a *turnActor) dedupChanges(msgs []*messages.ToolMessage) (put []*cachestor
 					dels[k] = true
 				}
 			}
+		}
+		if p.dedupKey == "" {
+			continue
 		}
 		if _, ok := puts[p.dedupKey]; !ok {
 			order = append(order, p.dedupKey)

@@ -66,6 +66,7 @@ func (a *preflightActor) previewed(ctx actor.Context, m *previewed) {
 
 // put asks for the pending call's approval.
 func (a *preflightActor) put(ctx actor.Context, p *callPlan, pv toolkit.Preview) {
+	pv.Note = withToolNote(pv.Note, p.tool)
 	self, sys := ctx.Self(), ctx.ActorSystem()
 	if ap := a.in.cfg.Approver; ap != nil {
 		// Off the actor's goroutine: the Approver may block; its answer is

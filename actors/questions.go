@@ -3,7 +3,9 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
@@ -15,6 +17,9 @@ var (
 	ErrNoPending = errors.New("actors: no pending question or client call with that id")
 	// ErrAlreadyAnswered: the question or client call was already settled.
 	ErrAlreadyAnswered = errors.New("actors: already answered")
+	// ErrInvalidAnswer: the answer does not match what the question asks
+	// for (toolkit.Question.Validate); the question still waits.
+	ErrInvalidAnswer = errors.New("actors: the answer does not match what was asked")
 )
 
 type questionKey struct{ session, callID string }
@@ -25,34 +30,42 @@ type questionKey struct{ session, callID string }
 // concurrent use.
 type questionBoard struct {
 	mu       sync.Mutex
-	waiting  map[questionKey]chan toolkit.Answer // guarded by mu
-	answered map[questionKey]bool                // guarded by mu
+	waiting  map[questionKey]*waiter // guarded by mu
+	answered map[questionKey]bool    // guarded by mu
+}
+
+// waiter is a question waiting for its answer.
+type waiter struct {
+	ch       chan toolkit.Answer // cap 1
+	validate func(toolkit.Answer) error
 }
 
 func newQuestionBoard() *questionBoard {
-	return &questionBoard{waiting: map[questionKey]chan toolkit.Answer{}, answered: map[questionKey]bool{}}
+	return &questionBoard{waiting: map[questionKey]*waiter{}, answered: map[questionKey]bool{}}
 }
 
 // asker returns the Asker of one call: it emits the question as an event
-// and waits for Answer, the call's context, or nobody listening.
-func (b *questionBoard) asker(em *emitter, session, callID, tool string) toolkit.Asker {
+// and waits for Answer, the call's context, or nobody listening. A
+// request for input from outside (toolkit.QuestionElicit) waits at most
+// elicitWait, as a confirmation does.
+func (b *questionBoard) asker(em *emitter, session, callID, tool string, elicitWait time.Duration) toolkit.Asker {
 	return func(ctx context.Context, q toolkit.Question) (toolkit.Answer, error) {
 		if !em.active() {
 			return toolkit.Answer{}, toolkit.ErrNobodyToAsk
 		}
 		k := questionKey{session, callID}
-		ch := make(chan toolkit.Answer, 1)
+		w := &waiter{ch: make(chan toolkit.Answer, 1), validate: q.Validate}
 		b.mu.Lock()
 		if _, busy := b.waiting[k]; busy {
 			b.mu.Unlock()
 			return toolkit.Answer{}, errors.New("this call is already waiting for an answer")
 		}
-		b.waiting[k] = ch
+		b.waiting[k] = w
 		delete(b.answered, k)
 		b.mu.Unlock()
 		defer func() {
 			b.mu.Lock()
-			if b.waiting[k] == ch {
+			if b.waiting[k] == w {
 				delete(b.waiting, k)
 			}
 			b.mu.Unlock()
@@ -61,9 +74,16 @@ func (b *questionBoard) asker(em *emitter, session, callID, tool string) toolkit
 		if kind == "" {
 			kind = toolkit.QuestionText
 		}
-		em.emit(&messages.Event{Kind: kind, CallId: callID, Tool: tool, Text: q.Text, Arguments: q.Name})
+		ev := &messages.Event{Kind: kind, CallId: callID, Tool: tool, Text: q.Text, Arguments: q.Name}
+		if kind == toolkit.QuestionElicit {
+			ev.Arguments, ev.Note = string(q.Schema), q.Note
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, elicitWait)
+			defer cancel()
+		}
+		em.emit(ev)
 		select {
-		case a := <-ch:
+		case a := <-w.ch:
 			return a, nil
 		case <-ctx.Done():
 			return toolkit.Answer{}, ctx.Err()
@@ -74,10 +94,20 @@ func (b *questionBoard) asker(em *emitter, session, callID, tool string) toolkit
 // answer delivers an answer to a waiting question.
 func (b *questionBoard) answer(session, callID string, a toolkit.Answer) error {
 	k := questionKey{session, callID}
+	w, err := b.waiter(k)
+	if err != nil {
+		return err
+	}
+	// Checked outside the lock: other questions' answers need not wait.
+	if w.validate != nil && !a.Declined {
+		if err := w.validate(a); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidAnswer, err)
+		}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ch, ok := b.waiting[k]
-	if !ok {
+	if b.waiting[k] != w {
+		// Answered, or given up on, while the answer was checked.
 		if b.answered[k] {
 			return ErrAlreadyAnswered
 		}
@@ -88,6 +118,20 @@ func (b *questionBoard) answer(session, callID string, a toolkit.Answer) error {
 		clear(b.answered)
 	}
 	b.answered[k] = true
-	ch <- a
+	w.ch <- a
 	return nil
+}
+
+// waiter returns the question waiting under k, or why there is none.
+func (b *questionBoard) waiter(k questionKey) (*waiter, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w, ok := b.waiting[k]
+	if !ok {
+		if b.answered[k] {
+			return nil, ErrAlreadyAnswered
+		}
+		return nil, ErrNoPending
+	}
+	return w, nil
 }

@@ -3,6 +3,8 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -15,6 +17,9 @@ const (
 	ackNoPending       = "no_pending"
 	ackAlreadyAnswered = "already_answered"
 	ackClosed          = "closed"
+	// ackInvalidAnswer starts the Ack error of an ErrInvalidAnswer; the
+	// reason follows ": ".
+	ackInvalidAnswer = "invalid_answer"
 )
 
 // ackError is the Ack form of an AnswerQuestion, ClientResult or EndRun error.
@@ -28,6 +33,8 @@ func ackError(err error) string {
 		return ackAlreadyAnswered
 	case errors.Is(err, ErrClosed):
 		return ackClosed
+	case errors.Is(err, ErrInvalidAnswer):
+		return ackInvalidAnswer + ": " + strings.TrimPrefix(err.Error(), ErrInvalidAnswer.Error()+": ")
 	}
 	return err.Error()
 }
@@ -43,6 +50,9 @@ func ackErr(a *messages.Ack) error {
 		return ErrAlreadyAnswered
 	case ackClosed:
 		return ErrClosed
+	}
+	if why, ok := strings.CutPrefix(a.GetError(), ackInvalidAnswer+": "); ok {
+		return fmt.Errorf("%w: %s", ErrInvalidAnswer, why)
 	}
 	return errors.New(a.GetError())
 }

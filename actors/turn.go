@@ -307,6 +307,7 @@ func (a *turnActor) results(outcomes map[int]*callOutcome) (msgs []*messages.Too
 			orig := msgs[p.dupOf]
 			msgs[p.idx] = toolMsg(p, toolkit.StatusDeduped, orig.Content)
 			msgs[p.idx].Injected = orig.Injected
+			msgs[p.idx].Parts = orig.Parts
 		}
 	}
 	return msgs, fetched, cachePut

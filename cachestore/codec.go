@@ -132,7 +132,8 @@ func decodeDecided(b []byte) (int, *messages.ToolMessage, error) {
 
 // Dedup record: 1 key, 2 tool, 3 content, 4 paths (repeated), 5 stale_on_mutation,
 // 6 stamp (absent in entries written before stamps: those match only a tool
-// without a Stamp, so a stamped tool runs again once). EncodeDedup writes it.
+// without a Stamp, so a stamped tool runs again once), 7 scope (absent:
+// none). EncodeDedup writes it.
 func EncodeDedup(e *DedupEntry) []byte {
 	var b []byte
 	b = wire.AppendString(b, 1, e.Key)
@@ -146,6 +147,9 @@ func EncodeDedup(e *DedupEntry) []byte {
 	}
 	if e.Stamp != "" {
 		b = wire.AppendString(b, 6, e.Stamp)
+	}
+	if e.Scope != "" {
+		b = wire.AppendString(b, 7, e.Scope)
 	}
 	return b
 }
@@ -167,6 +171,8 @@ func DecodeDedup(b []byte) (*DedupEntry, error) {
 			e.StaleOnMutation = f.Varint != 0
 		case 6:
 			e.Stamp = string(f.Bytes)
+		case 7:
+			e.Scope = string(f.Bytes)
 		}
 		return nil
 	})

@@ -25,6 +25,10 @@ type DedupEntry struct {
 	Paths []string
 	// StaleOnMutation: any successful mutating call drops this entry.
 	StaleOnMutation bool
+	// Scope is the de-duplication scope of the entry's tool
+	// (toolkit.Tool.DedupScope): a successful call of a tool of the same
+	// scope that is not read-only drops this entry.
+	Scope string
 	// Stamp is what the call saw of the world outside the run before it ran
 	// (toolkit.Tool.Stamp: for file tools each path's size, modification
 	// time and content hash); the entry is replayed only while a fresh stamp

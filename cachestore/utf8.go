@@ -124,6 +124,11 @@ func turnUTF8Valid(rec *messages.TurnRecord) bool {
 			!v(m.GetContent()) || !v(m.GetInjected()) {
 			return false
 		}
+		for _, p := range m.GetParts() {
+			if !v(p.GetKind()) || !v(p.GetMimeType()) || !v(p.GetUri()) {
+				return false
+			}
+		}
 	}
 	return true
 }

@@ -121,11 +121,13 @@ func toolSpecFromAnthropic(i int, ct ClientTool) (*ToolSpec, error) {
 	return &ToolSpec{Name: ct.Name, Description: ct.Description, Parameters: params}, nil
 }
 
-// AnthropicToolResult is a tool_result content block.
+// AnthropicToolResult is a tool_result content block. Content is the
+// result's text (a string) or, when the result carries images, a list of
+// AnthropicBlock: its text, then one image block per image (parts.go).
 type AnthropicToolResult struct {
 	Type      string `json:"type"`
 	ToolUseID string `json:"tool_use_id"`
-	Content   string `json:"content"`
+	Content   any    `json:"content"`
 	IsError   bool   `json:"is_error,omitempty"`
 }
 
@@ -148,7 +150,7 @@ func IsError(status string) bool {
 
 // AnthropicResult is m as a tool_result block.
 func AnthropicResult(m *ToolMessage) AnthropicToolResult {
-	return AnthropicToolResult{Type: "tool_result", ToolUseID: m.GetToolCallId(), Content: m.GetContent(), IsError: IsError(m.GetStatus())}
+	return AnthropicToolResult{Type: "tool_result", ToolUseID: m.GetToolCallId(), Content: anthropicContent(m), IsError: IsError(m.GetStatus())}
 }
 
 // AnthropicReply is the user message carrying ms as tool_result blocks,

@@ -12,6 +12,9 @@ type OpenAIToolMessage struct {
 	Status     string `json:"status"`
 	Content    string `json:"content"`
 	Injected   string `json:"injected,omitempty"`
+	// Parts are the media the tool returned beside its text, as stored
+	// (parts.go).
+	Parts []PartJSON `json:"parts,omitempty"`
 }
 
 // StrictOpenAIToolMessage is a tool message with the properties of the
@@ -86,12 +89,13 @@ type UpcomingCallJSON struct {
 // ToolMessageJSON is m in the OpenAI shape with name and status.
 func ToolMessageJSON(m *ToolMessage) OpenAIToolMessage {
 	return OpenAIToolMessage{Role: toolRole(m), ToolCallID: m.GetToolCallId(), Name: m.GetName(),
-		Status: m.GetStatus(), Content: m.GetContent(), Injected: m.GetInjected()}
+		Status: m.GetStatus(), Content: m.GetContent(), Injected: m.GetInjected(), Parts: partsJSON(m.GetParts())}
 }
 
-// StrictToolMessageJSON is m with role, tool_call_id and content only.
+// StrictToolMessageJSON is m with role, tool_call_id and content only; the
+// content says what media it leaves out.
 func StrictToolMessageJSON(m *ToolMessage) StrictOpenAIToolMessage {
-	return StrictOpenAIToolMessage{Role: toolRole(m), ToolCallID: m.GetToolCallId(), Content: m.GetContent()}
+	return StrictOpenAIToolMessage{Role: toolRole(m), ToolCallID: m.GetToolCallId(), Content: strictContent(m)}
 }
 
 func toolRole(m *ToolMessage) string {

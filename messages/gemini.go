@@ -91,11 +91,13 @@ func assistantFromGemini(role string, parts json.RawMessage, prefix string) (*As
 // GeminiFunctionResponse is the functionResponse of a part: one call's
 // result, paired with its call by id (made up when the call had none) and
 // name. Response is {"output": text} or, when the call failed (IsError),
-// {"error": text}, as Gemini's documentation asks.
+// {"error": text}, as Gemini's documentation asks; Parts are the images
+// the result carries (parts.go).
 type GeminiFunctionResponse struct {
-	ID       string            `json:"id"`
-	Name     string            `json:"name"`
-	Response map[string]string `json:"response"`
+	ID       string               `json:"id"`
+	Name     string               `json:"name"`
+	Response map[string]string    `json:"response"`
+	Parts    []GeminiResponsePart `json:"parts,omitempty"`
 }
 
 // GeminiPart is a part carrying one functionResponse.
@@ -120,8 +122,9 @@ func GeminiResult(m *ToolMessage, name string) GeminiPart {
 	if IsError(m.GetStatus()) {
 		key = "error"
 	}
+	parts, note := geminiParts(m)
 	return GeminiPart{FunctionResponse: GeminiFunctionResponse{ID: m.GetToolCallId(), Name: name,
-		Response: map[string]string{key: m.GetContent()}}}
+		Response: map[string]string{key: withNote(m.GetContent(), note)}, Parts: parts}}
 }
 
 // GeminiReply is the user content carrying ms as functionResponse parts,

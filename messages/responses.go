@@ -144,7 +144,10 @@ func itemError(err error, where string, i int, what string) error {
 type ResponsesOutput struct {
 	Type   string `json:"type"`
 	CallID string `json:"call_id"`
-	Output string `json:"output"`
+	// Output is the result's text (a string) or, when the result carries
+	// images, a list of ResponsesOutputItem: its text, then one
+	// input_image per image (parts.go).
+	Output any `json:"output"`
 	// Tooldispatch carries the call's status (and injected fault), which
 	// the Responses item has no field for: a documented extra property,
 	// absent in ShapeResponsesStrict.
@@ -160,7 +163,7 @@ type ResponsesStatus struct {
 // ResponsesResult is m as a function_call_output item, with its status
 // unless strict.
 func ResponsesResult(m *ToolMessage, strict bool) ResponsesOutput {
-	out := ResponsesOutput{Type: "function_call_output", CallID: m.GetToolCallId(), Output: m.GetContent()}
+	out := ResponsesOutput{Type: "function_call_output", CallID: m.GetToolCallId(), Output: responsesOutput(m)}
 	if !strict {
 		out.Tooldispatch = &ResponsesStatus{Status: m.GetStatus(), Injected: m.GetInjected()}
 	}

@@ -52,6 +52,16 @@ func everyStatusTurn() (*AssistantMessage, []*ToolMessage) {
 				Content: "result of " + st + " <&>", Injected: injected})
 		}
 	}
+	// Results with media: every kind a shape takes or leaves out, with
+	// and without text, ok and failed.
+	for i, parts := range mediaCases() {
+		for _, st := range []string{"ok", "error"} {
+			id := fmt.Sprintf("call_media_%d_%s", i, st)
+			msg.ToolCalls = append(msg.ToolCalls, NewCall(id, "mcp__img__draw", `{}`))
+			ms = append(ms, &ToolMessage{Role: "tool", ToolCallId: id, Name: "mcp__img__draw", Status: st,
+				Content: parts.text, Parts: parts.parts})
+		}
+	}
 	return msg, ms
 }
 
@@ -112,6 +122,12 @@ func TestSDKTypeCheckCatchesAWrongField(t *testing.T) {
 		"responses.ts": {sdktypes.Declare("m", shapeTypes[ShapeResponses],
 			strings.Replace(sdktypes.Literal(ResponsesResult(m, false)), `"type"`, `"status": "ok", "type"`, 1)),
 			`Type '"ok"' is not assignable to type '"completed" | "in_progress" | "incomplete"`},
+		// An image Anthropic does not take inline: the codec leaves SVG
+		// out (a note), and the SDK's type says why.
+		"anthropic.ts": {sdktypes.Declare("m", resultTypes[ShapeAnthropic],
+			strings.Replace(sdktypes.Literal(AnthropicResult(&ToolMessage{ToolCallId: "c1", Status: "ok", Parts: []*ContentPart{png}})),
+				`"image/png"`, `"image/svg+xml"`, 1)),
+			`Type '"image/svg+xml"' is not assignable to type`},
 		// A Gemini response that is a string, not an object.
 		"gemini.ts": {sdktypes.Declare("m", shapeTypes[ShapeGemini],
 			strings.Replace(sdktypes.GeminiLiteral(GeminiReply([]*ToolMessage{m}, nil)), `"response": {`, `"response": "x", "was": {`, 1)),

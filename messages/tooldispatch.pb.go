@@ -209,7 +209,11 @@ type ToolMessage struct {
 	Status     string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
 	Content    string                 `protobuf:"bytes,5,opt,name=content,proto3" json:"content,omitempty"`
 	// injected names the fault chaos mode injected instead of running the tool.
-	Injected      string `protobuf:"bytes,6,opt,name=injected,proto3" json:"injected,omitempty"`
+	Injected string `protobuf:"bytes,6,opt,name=injected,proto3" json:"injected,omitempty"`
+	// parts are the media the tool returned beside its text (an MCP tool's
+	// images and audio), in order; content holds a placeholder for each. The
+	// reply shapes that carry media hand them over (messages/parts.go).
+	Parts         []*ContentPart `protobuf:"bytes,7,rep,name=parts,proto3" json:"parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -286,6 +290,86 @@ func (x *ToolMessage) GetInjected() string {
 	return ""
 }
 
+func (x *ToolMessage) GetParts() []*ContentPart {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+// ContentPart is one piece of media of a tool result.
+type ContentPart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is "image" or "audio".
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// mime_type is the media's type as the tool gave it (image/png…).
+	MimeType string `protobuf:"bytes,2,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	// data is the media's bytes (not base64).
+	Data []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	// uri names the resource the media came from, when the tool said.
+	Uri           string `protobuf:"bytes,4,opt,name=uri,proto3" json:"uri,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContentPart) Reset() {
+	*x = ContentPart{}
+	mi := &file_tooldispatch_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContentPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContentPart) ProtoMessage() {}
+
+func (x *ContentPart) ProtoReflect() protoreflect.Message {
+	mi := &file_tooldispatch_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContentPart.ProtoReflect.Descriptor instead.
+func (*ContentPart) Descriptor() ([]byte, []int) {
+	return file_tooldispatch_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ContentPart) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ContentPart) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *ContentPart) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ContentPart) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
 // ToolSpec declares a tool in the OpenAI function-tool shape (client tools).
 type ToolSpec struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -299,7 +383,7 @@ type ToolSpec struct {
 
 func (x *ToolSpec) Reset() {
 	*x = ToolSpec{}
-	mi := &file_tooldispatch_proto_msgTypes[4]
+	mi := &file_tooldispatch_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +395,7 @@ func (x *ToolSpec) String() string {
 func (*ToolSpec) ProtoMessage() {}
 
 func (x *ToolSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[4]
+	mi := &file_tooldispatch_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +408,7 @@ func (x *ToolSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSpec.ProtoReflect.Descriptor instead.
 func (*ToolSpec) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{4}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ToolSpec) GetName() string {
@@ -393,7 +477,7 @@ type DispatchTurn struct {
 
 func (x *DispatchTurn) Reset() {
 	*x = DispatchTurn{}
-	mi := &file_tooldispatch_proto_msgTypes[5]
+	mi := &file_tooldispatch_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +489,7 @@ func (x *DispatchTurn) String() string {
 func (*DispatchTurn) ProtoMessage() {}
 
 func (x *DispatchTurn) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[5]
+	mi := &file_tooldispatch_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +502,7 @@ func (x *DispatchTurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DispatchTurn.ProtoReflect.Descriptor instead.
 func (*DispatchTurn) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{5}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DispatchTurn) GetSession() string {
@@ -543,7 +627,7 @@ type CancelTurn struct {
 
 func (x *CancelTurn) Reset() {
 	*x = CancelTurn{}
-	mi := &file_tooldispatch_proto_msgTypes[6]
+	mi := &file_tooldispatch_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +639,7 @@ func (x *CancelTurn) String() string {
 func (*CancelTurn) ProtoMessage() {}
 
 func (x *CancelTurn) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[6]
+	mi := &file_tooldispatch_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +652,7 @@ func (x *CancelTurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTurn.ProtoReflect.Descriptor instead.
 func (*CancelTurn) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{6}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CancelTurn) GetSession() string {
@@ -620,7 +704,7 @@ type AnswerQuestion struct {
 
 func (x *AnswerQuestion) Reset() {
 	*x = AnswerQuestion{}
-	mi := &file_tooldispatch_proto_msgTypes[7]
+	mi := &file_tooldispatch_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +716,7 @@ func (x *AnswerQuestion) String() string {
 func (*AnswerQuestion) ProtoMessage() {}
 
 func (x *AnswerQuestion) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[7]
+	mi := &file_tooldispatch_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +729,7 @@ func (x *AnswerQuestion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerQuestion.ProtoReflect.Descriptor instead.
 func (*AnswerQuestion) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{7}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AnswerQuestion) GetSession() string {
@@ -715,7 +799,7 @@ type ClientResult struct {
 
 func (x *ClientResult) Reset() {
 	*x = ClientResult{}
-	mi := &file_tooldispatch_proto_msgTypes[8]
+	mi := &file_tooldispatch_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +811,7 @@ func (x *ClientResult) String() string {
 func (*ClientResult) ProtoMessage() {}
 
 func (x *ClientResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[8]
+	mi := &file_tooldispatch_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +824,7 @@ func (x *ClientResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientResult.ProtoReflect.Descriptor instead.
 func (*ClientResult) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{8}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ClientResult) GetSession() string {
@@ -796,7 +880,7 @@ type EndRun struct {
 
 func (x *EndRun) Reset() {
 	*x = EndRun{}
-	mi := &file_tooldispatch_proto_msgTypes[9]
+	mi := &file_tooldispatch_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +892,7 @@ func (x *EndRun) String() string {
 func (*EndRun) ProtoMessage() {}
 
 func (x *EndRun) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[9]
+	mi := &file_tooldispatch_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +905,7 @@ func (x *EndRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndRun.ProtoReflect.Descriptor instead.
 func (*EndRun) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{9}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EndRun) GetSession() string {
@@ -849,7 +933,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_tooldispatch_proto_msgTypes[10]
+	mi := &file_tooldispatch_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +945,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[10]
+	mi := &file_tooldispatch_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +958,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{10}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Ack) GetError() string {
@@ -908,7 +992,7 @@ type TurnResult struct {
 
 func (x *TurnResult) Reset() {
 	*x = TurnResult{}
-	mi := &file_tooldispatch_proto_msgTypes[11]
+	mi := &file_tooldispatch_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1004,7 @@ func (x *TurnResult) String() string {
 func (*TurnResult) ProtoMessage() {}
 
 func (x *TurnResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[11]
+	mi := &file_tooldispatch_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1017,7 @@ func (x *TurnResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnResult.ProtoReflect.Descriptor instead.
 func (*TurnResult) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{11}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TurnResult) GetSession() string {
@@ -1045,7 +1129,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_tooldispatch_proto_msgTypes[12]
+	mi := &file_tooldispatch_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1141,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[12]
+	mi := &file_tooldispatch_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1154,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{12}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Event) GetKind() string {
@@ -1237,7 +1321,7 @@ type UpcomingCall struct {
 
 func (x *UpcomingCall) Reset() {
 	*x = UpcomingCall{}
-	mi := &file_tooldispatch_proto_msgTypes[13]
+	mi := &file_tooldispatch_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1333,7 @@ func (x *UpcomingCall) String() string {
 func (*UpcomingCall) ProtoMessage() {}
 
 func (x *UpcomingCall) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[13]
+	mi := &file_tooldispatch_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1346,7 @@ func (x *UpcomingCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpcomingCall.ProtoReflect.Descriptor instead.
 func (*UpcomingCall) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{13}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UpcomingCall) GetCallId() string {
@@ -1312,7 +1396,7 @@ type ConfirmReply struct {
 
 func (x *ConfirmReply) Reset() {
 	*x = ConfirmReply{}
-	mi := &file_tooldispatch_proto_msgTypes[14]
+	mi := &file_tooldispatch_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1408,7 @@ func (x *ConfirmReply) String() string {
 func (*ConfirmReply) ProtoMessage() {}
 
 func (x *ConfirmReply) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[14]
+	mi := &file_tooldispatch_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1421,7 @@ func (x *ConfirmReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmReply.ProtoReflect.Descriptor instead.
 func (*ConfirmReply) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{14}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ConfirmReply) GetSession() string {
@@ -1400,7 +1484,7 @@ type ConfirmAck struct {
 
 func (x *ConfirmAck) Reset() {
 	*x = ConfirmAck{}
-	mi := &file_tooldispatch_proto_msgTypes[15]
+	mi := &file_tooldispatch_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1496,7 @@ func (x *ConfirmAck) String() string {
 func (*ConfirmAck) ProtoMessage() {}
 
 func (x *ConfirmAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[15]
+	mi := &file_tooldispatch_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1509,7 @@ func (x *ConfirmAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmAck.ProtoReflect.Descriptor instead.
 func (*ConfirmAck) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{15}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConfirmAck) GetStatus() string {
@@ -1455,7 +1539,7 @@ type TurnRecord struct {
 
 func (x *TurnRecord) Reset() {
 	*x = TurnRecord{}
-	mi := &file_tooldispatch_proto_msgTypes[16]
+	mi := &file_tooldispatch_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1551,7 @@ func (x *TurnRecord) String() string {
 func (*TurnRecord) ProtoMessage() {}
 
 func (x *TurnRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_tooldispatch_proto_msgTypes[16]
+	mi := &file_tooldispatch_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1564,7 @@ func (x *TurnRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnRecord.ProtoReflect.Descriptor instead.
 func (*TurnRecord) Descriptor() ([]byte, []int) {
-	return file_tooldispatch_proto_rawDescGZIP(), []int{16}
+	return file_tooldispatch_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TurnRecord) GetTurn() int64 {
@@ -1555,7 +1639,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x128\n" +
 	"\n" +
-	"tool_calls\x18\x03 \x03(\v2\x19.tooldispatch.v1.ToolCallR\ttoolCalls\"\xa5\x01\n" +
+	"tool_calls\x18\x03 \x03(\v2\x19.tooldispatch.v1.ToolCallR\ttoolCalls\"\xd9\x01\n" +
 	"\vToolMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12 \n" +
 	"\ftool_call_id\x18\x02 \x01(\tR\n" +
@@ -1563,7 +1647,13 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x16\n" +
 	"\x06status\x18\x04 \x01(\tR\x06status\x12\x18\n" +
 	"\acontent\x18\x05 \x01(\tR\acontent\x12\x1a\n" +
-	"\binjected\x18\x06 \x01(\tR\binjected\"`\n" +
+	"\binjected\x18\x06 \x01(\tR\binjected\x122\n" +
+	"\x05parts\x18\a \x03(\v2\x1c.tooldispatch.v1.ContentPartR\x05parts\"d\n" +
+	"\vContentPart\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1b\n" +
+	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x10\n" +
+	"\x03uri\x18\x04 \x01(\tR\x03uri\"`\n" +
 	"\bToolSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
@@ -1700,40 +1790,42 @@ func file_tooldispatch_proto_rawDescGZIP() []byte {
 	return file_tooldispatch_proto_rawDescData
 }
 
-var file_tooldispatch_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_tooldispatch_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_tooldispatch_proto_goTypes = []any{
 	(*FunctionCall)(nil),     // 0: tooldispatch.v1.FunctionCall
 	(*ToolCall)(nil),         // 1: tooldispatch.v1.ToolCall
 	(*AssistantMessage)(nil), // 2: tooldispatch.v1.AssistantMessage
 	(*ToolMessage)(nil),      // 3: tooldispatch.v1.ToolMessage
-	(*ToolSpec)(nil),         // 4: tooldispatch.v1.ToolSpec
-	(*DispatchTurn)(nil),     // 5: tooldispatch.v1.DispatchTurn
-	(*CancelTurn)(nil),       // 6: tooldispatch.v1.CancelTurn
-	(*AnswerQuestion)(nil),   // 7: tooldispatch.v1.AnswerQuestion
-	(*ClientResult)(nil),     // 8: tooldispatch.v1.ClientResult
-	(*EndRun)(nil),           // 9: tooldispatch.v1.EndRun
-	(*Ack)(nil),              // 10: tooldispatch.v1.Ack
-	(*TurnResult)(nil),       // 11: tooldispatch.v1.TurnResult
-	(*Event)(nil),            // 12: tooldispatch.v1.Event
-	(*UpcomingCall)(nil),     // 13: tooldispatch.v1.UpcomingCall
-	(*ConfirmReply)(nil),     // 14: tooldispatch.v1.ConfirmReply
-	(*ConfirmAck)(nil),       // 15: tooldispatch.v1.ConfirmAck
-	(*TurnRecord)(nil),       // 16: tooldispatch.v1.TurnRecord
+	(*ContentPart)(nil),      // 4: tooldispatch.v1.ContentPart
+	(*ToolSpec)(nil),         // 5: tooldispatch.v1.ToolSpec
+	(*DispatchTurn)(nil),     // 6: tooldispatch.v1.DispatchTurn
+	(*CancelTurn)(nil),       // 7: tooldispatch.v1.CancelTurn
+	(*AnswerQuestion)(nil),   // 8: tooldispatch.v1.AnswerQuestion
+	(*ClientResult)(nil),     // 9: tooldispatch.v1.ClientResult
+	(*EndRun)(nil),           // 10: tooldispatch.v1.EndRun
+	(*Ack)(nil),              // 11: tooldispatch.v1.Ack
+	(*TurnResult)(nil),       // 12: tooldispatch.v1.TurnResult
+	(*Event)(nil),            // 13: tooldispatch.v1.Event
+	(*UpcomingCall)(nil),     // 14: tooldispatch.v1.UpcomingCall
+	(*ConfirmReply)(nil),     // 15: tooldispatch.v1.ConfirmReply
+	(*ConfirmAck)(nil),       // 16: tooldispatch.v1.ConfirmAck
+	(*TurnRecord)(nil),       // 17: tooldispatch.v1.TurnRecord
 }
 var file_tooldispatch_proto_depIdxs = []int32{
 	0,  // 0: tooldispatch.v1.ToolCall.function:type_name -> tooldispatch.v1.FunctionCall
 	1,  // 1: tooldispatch.v1.AssistantMessage.tool_calls:type_name -> tooldispatch.v1.ToolCall
-	2,  // 2: tooldispatch.v1.DispatchTurn.message:type_name -> tooldispatch.v1.AssistantMessage
-	4,  // 3: tooldispatch.v1.DispatchTurn.client_tools:type_name -> tooldispatch.v1.ToolSpec
-	3,  // 4: tooldispatch.v1.TurnResult.messages:type_name -> tooldispatch.v1.ToolMessage
-	13, // 5: tooldispatch.v1.Event.upcoming:type_name -> tooldispatch.v1.UpcomingCall
-	2,  // 6: tooldispatch.v1.TurnRecord.assistant:type_name -> tooldispatch.v1.AssistantMessage
-	3,  // 7: tooldispatch.v1.TurnRecord.tool_messages:type_name -> tooldispatch.v1.ToolMessage
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	4,  // 2: tooldispatch.v1.ToolMessage.parts:type_name -> tooldispatch.v1.ContentPart
+	2,  // 3: tooldispatch.v1.DispatchTurn.message:type_name -> tooldispatch.v1.AssistantMessage
+	5,  // 4: tooldispatch.v1.DispatchTurn.client_tools:type_name -> tooldispatch.v1.ToolSpec
+	3,  // 5: tooldispatch.v1.TurnResult.messages:type_name -> tooldispatch.v1.ToolMessage
+	14, // 6: tooldispatch.v1.Event.upcoming:type_name -> tooldispatch.v1.UpcomingCall
+	2,  // 7: tooldispatch.v1.TurnRecord.assistant:type_name -> tooldispatch.v1.AssistantMessage
+	3,  // 8: tooldispatch.v1.TurnRecord.tool_messages:type_name -> tooldispatch.v1.ToolMessage
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_tooldispatch_proto_init() }
@@ -1747,7 +1839,7 @@ func file_tooldispatch_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tooldispatch_proto_rawDesc), len(file_tooldispatch_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -13,11 +13,16 @@ const (
 	// QuestionSecret asks for a secret value (store_secret). The answer is
 	// never put in an event, a log line, a history entry or an error.
 	QuestionSecret = "secret_request"
+	// QuestionElicit passes on a request for input from outside
+	// tooldispatch (an MCP server's elicitation): the answer is a JSON
+	// object matching Schema, or a decline. Nobody answering within the
+	// confirmation timeout is a decline.
+	QuestionElicit = "elicitation"
 )
 
 // Question is what a tool asks the human.
 type Question struct {
-	Kind string // QuestionText or QuestionSecret
+	Kind string // QuestionText, QuestionSecret or QuestionElicit
 	Text string // shown to the human; never a secret
 	// Name of the secret asked for (QuestionSecret).
 	Name string
@@ -25,6 +30,15 @@ type Question struct {
 	// proposed them; the human confirms them with the value, or narrows
 	// them in Answer.Origins.
 	Origins []string
+	// Schema is the JSON Schema the answer must match (QuestionElicit).
+	Schema []byte
+	// Note is shown with the question: who asks (the MCP server), and a
+	// warning when the question looks like a request for a secret.
+	Note string
+	// Validate, when set, checks an answer (not a decline) before it is
+	// taken: an answer it refuses is refused to the one who gave it, with
+	// the error, and the question keeps waiting.
+	Validate func(Answer) error
 }
 
 // Answer is the human's reply.

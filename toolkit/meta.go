@@ -62,6 +62,9 @@ type foundTool struct {
 	// format (Parameters is then the tool's own schema). The tool can
 	// still be called through run_tool.
 	NotInFormat string `json:"not_in_format,omitempty"`
+	// OutputSchema is the schema of the tool's structured result, when it
+	// declares one.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
 
 func findTools(_ context.Context, c *Call) (Result, error) {
@@ -106,7 +109,8 @@ func findTools(_ context.Context, c *Call) (Result, error) {
 	var fetched []string
 	for _, t := range picked {
 		params, why := c.View.FoundSchema(t)
-		out.Tools = append(out.Tools, foundTool{t.Name, t.Description, params, t.SchemaError, why})
+		out.Tools = append(out.Tools, foundTool{Name: t.Name, Description: t.Description, Parameters: params,
+			SchemaError: t.SchemaError, NotInFormat: why, OutputSchema: t.OutputSchema})
 		if t.SchemaError == "" {
 			fetched = append(fetched, t.Name)
 		}

@@ -308,6 +308,14 @@ func (s *Schema) Check(ctx context.Context, v map[string]any, turn *MatchBudget)
 	return s.check(ctx, v, turn)
 }
 
+// ValidateValue checks any JSON value (an object, an array, a string…;
+// numbers may be json.Number or float64) against the schema, such as a
+// tool's result against its output schema. A failure is a
+// *ValidationError naming every failing field (FieldError.Message).
+func (s *Schema) ValidateValue(v any) error {
+	return s.validate(v)
+}
+
 // validate checks any JSON value.
 func (s *Schema) validate(v any) error {
 	return s.check(context.Background(), v, nil)

@@ -121,6 +121,11 @@ type Call struct {
 // Result is what a handler returns on success.
 type Result struct {
 	Content string
+	// Parts are media the tool returns beside Content (an MCP tool's
+	// images and audio), in order; Content holds a placeholder for each.
+	// They are committed with the call's tool message, and the reply
+	// shapes that carry media hand them to the model.
+	Parts []Part
 	// Fetched names tools whose full schemas this result handed to the model
 	// (find_tools); they are marked fetched for the run when the turn commits.
 	Fetched []string
@@ -129,6 +134,22 @@ type Result struct {
 	// search_web write their own through a Cache).
 	Cache *CacheEntry
 }
+
+// Part is one piece of media of a result.
+type Part struct {
+	// Kind is PartImage or PartAudio.
+	Kind     string
+	MIMEType string
+	Data     []byte
+	// URI names the resource the media came from, when known.
+	URI string
+}
+
+// The kinds of Part.
+const (
+	PartImage = "image"
+	PartAudio = "audio"
+)
 
 // CacheEntry is one value for the 30-minute result cache. It is an alias of
 // an unnamed struct type, so a store that declares the same struct
@@ -178,6 +199,10 @@ type Tool struct {
 	// Schema is the JSON Schema of the arguments (an object schema). Draft-07
 	// and 2020-12 are both understood; without $schema, 2020-12.
 	Schema json.RawMessage
+	// OutputSchema, when set, is the JSON Schema of the tool's structured
+	// result (an MCP tool's outputSchema): shown with the tool (find_tools,
+	// tools --all); the tool checks its results against it.
+	OutputSchema json.RawMessage
 	// Concurrent tools run in parallel under the limit; others run alone, in
 	// call order.
 	Concurrent bool
@@ -198,6 +223,13 @@ type Tool struct {
 	// StaleOnMutation marks entries of this tool as invalidated by any
 	// successful mutating call (find_files, run_command).
 	StaleOnMutation bool
+	// DedupScope groups tools whose writes change what their reads return
+	// (the tools of one MCP server: "mcp__<server>__"). A successful call
+	// of a tool of the scope that is not read-only drops every
+	// de-duplication entry of the scope's tools in the run, as a
+	// successful edit_file drops the read_files entries of its path.
+	// Empty: no scope.
+	DedupScope string
 	// NoDedup: every call runs, even a repeat of one that succeeded in the
 	// run (questions to the human, searches of a history that grows, a
 	// mutating tool whose repeats are meant to act again). Without it a
@@ -221,6 +253,12 @@ type Tool struct {
 	// way (see Preview.State).
 	Preview   PreviewFunc
 	FileState FileStateFunc
+
+	// ConfirmNote, when set, is shown with every confirmation of the
+	// tool's calls (the tool_confirm event's note, the Approver's
+	// request): what the person should know of the tool itself, such as
+	// a trusted MCP server's destructiveHint.
+	ConfirmNote string
 
 	// SchemaError, when set, is why Schema does not compile (an MCP or client
 	// tool whose schema the validator refuses). Such a tool is listed (tools

@@ -19,7 +19,8 @@
 //	v1/s/{session}/t/{turn}       committed turn: messages.TurnRecord (protobuf)
 //	v1/s/{session}/id/{turn id}   turn-id index: 1 turn
 //	v1/r/{session}/{run}/d/{key}  de-duplication entry: 1 key, 2 tool, 3 content,
-//	                              4 paths (repeated), 5 stale_on_mutation, 6 stamp
+//	                              4 paths (repeated), 5 stale_on_mutation, 6 stamp,
+//	                              7 scope
 //	v1/r/{session}/{run}/f/{tool} schema fetched in the run (empty value)
 //	v1/i/{session}/{turn}         intent record: 1 session, 2 turn, 3 run, 4 turn_id,
 //	                              5 provider, 6 assistant (messages.AssistantMessage),

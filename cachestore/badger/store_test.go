@@ -389,7 +389,7 @@ func TestCodecRoundTrip(t *testing.T) {
 		t.Errorf("intent with empty strings (-want +got):\n%s", diff)
 	}
 
-	e := &cachestore.DedupEntry{Key: "k", Tool: "read_files", Content: "c", Paths: []string{"a", ""}, StaleOnMutation: true}
+	e := &cachestore.DedupEntry{Key: "k", Tool: "read_files", Content: "c", Paths: []string{"a", ""}, StaleOnMutation: true, Stamp: "st", Scope: "mcp__fs__"}
 	gotE, err := cachestore.DecodeDedup(cachestore.EncodeDedup(e))
 	if err != nil {
 		t.Fatal(err)

@@ -88,13 +88,15 @@ var configKeyRows = []configKeyRow{
 	{key: "mcp.servers.env", wiredTo: "mcp.NewManager: the server's environment (toolkit/mcp stdio_test.go)"},
 	{key: "mcp.servers.dir", wiredTo: "mcp.NewManager: the server's working directory (toolkit/mcp stdio.go)"},
 	{key: "mcp.servers.headers", wiredTo: "mcp.NewManager: HTTP headers (toolkit/mcp http_test.go)"},
-	{key: "mcp.servers.trusted", wiredTo: "mcp.NewManager: readOnlyHint honoured (toolkit/mcp stdio_test.go); cleared inside the workspace (TestConfigInsideWorkspaceTrustsNothing)"},
+	{key: "mcp.servers.trusted", wiredTo: "mcp.NewManager: annotations honoured (toolkit/mcp TestAnnotationsCountOnlyWhenTrusted, stdio_test.go); cleared inside the workspace (TestConfigInsideWorkspaceTrustsNothing)"},
 	{key: "mcp.servers.timeout", wiredTo: "mcp.NewManager: per-call timeout (toolkit/mcp stdio_test.go)"},
 	{key: "mcp.servers.connect_timeout", wiredTo: "mcp.NewManager: connection timeout (toolkit/mcp config_test.go)"},
 	{key: "mcp.servers.ping_interval", wiredTo: "mcp.NewManager: health pings (toolkit/mcp stdio_test.go)"},
 	{key: "mcp.servers.max_result_bytes", wiredTo: "mcp.NewManager: result cap (toolkit/mcp config_test.go)"},
 	{key: "mcp.servers.hang_timeout", wiredTo: "mcp.NewManager: hung server killed and restarted (toolkit/mcp liveness_test.go TestHungServerIsRestarted)"},
 	{key: "mcp.servers.no_dedup", wiredTo: "mcp.NewManager: Tool.NoDedup of the server's tools (toolkit/mcp tools.go)"},
+	{key: "mcp.servers.concurrent", wiredTo: "mcp.NewManager: a trusted server's read-only tools concurrent (toolkit/mcp TestAnnotationsCountOnlyWhenTrusted)"},
+	{key: "mcp.servers.optional_tasks", wiredTo: "mcp.NewManager: tools of optional task support called as tasks (toolkit/mcp TestOptionalTasks)"},
 
 	// [script] and [ext]: script.Register(reg, script.Config{cfg.Script, cfg.Ext}); effects in toolkit/script tests.
 	{key: "script.manifests.path", wiredTo: "script.Register: manifests loaded (toolkit/script)"},

@@ -128,6 +128,11 @@ func (r dispatcherReplies) AnswerSecret(ctx context.Context, session, callID, va
 	return r.d.AnswerWith(ctx, session, callID, toolkit.Answer{Text: value, Origins: origins})
 }
 
+// Decline declines a request for input from an MCP server.
+func (r dispatcherReplies) Decline(ctx context.Context, session, callID string) error {
+	return r.d.Answer(ctx, session, callID, "", true)
+}
+
 func (r dispatcherReplies) ClientResult(ctx context.Context, session, callID, content string, isError bool) error {
 	return r.d.ClientResult(ctx, session, callID, content, isError)
 }

@@ -31,6 +31,9 @@ type toolInfo struct {
 	Source      toolkit.Source  `json:"source"`
 	// SchemaError: why the tool's schema does not compile (its calls fail).
 	SchemaError string `json:"schema_error,omitempty"`
+	// OutputSchema is the schema of the tool's structured result, when it
+	// declares one (an MCP tool's outputSchema).
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
 
 // mcpServerInfo is one configured MCP server as "tools --all" prints it:
@@ -47,6 +50,8 @@ type mcpServerInfo struct {
 	NextAttempt *time.Time `json:"next_attempt,omitempty"`
 	// Skipped are the tools it lists that are not registered.
 	Skipped []skippedToolInfo `json:"skipped,omitempty"`
+	// Protocol is the MCP revision its session speaks.
+	Protocol string `json:"protocol,omitempty"`
 }
 
 // skippedToolInfo is a tool an MCP server lists that is not registered.
@@ -62,7 +67,7 @@ func mcpServers(m *mcp.Manager) []mcpServerInfo {
 	}
 	var out []mcpServerInfo
 	for _, st := range m.Servers() {
-		info := mcpServerInfo{Name: st.Name, State: st.State, Tools: st.Tools, Error: st.LastError}
+		info := mcpServerInfo{Name: st.Name, State: st.State, Tools: st.Tools, Error: st.LastError, Protocol: st.Protocol}
 		if !st.NextAttempt.IsZero() {
 			next := st.NextAttempt.UTC()
 			info.NextAttempt = &next
@@ -126,7 +131,7 @@ func (e *env) cmdTools(args []string) error {
 				Name: t.Name, Description: t.Description, Parameters: t.Schema,
 				Concurrent: t.Concurrent, ReadOnly: t.ReadOnlyLabel(),
 				TimeoutMS: t.EffectiveTimeout().Milliseconds(), Source: t.Source,
-				SchemaError: t.SchemaError,
+				SchemaError: t.SchemaError, OutputSchema: t.OutputSchema,
 			})
 		}
 		return writeOut(writeJSON(e.stdout, out))

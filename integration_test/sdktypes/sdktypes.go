@@ -226,7 +226,7 @@ func Declare(name, typ, lit string) string {
 // shapes are the provider's type plus exactly the extra properties the
 // README documents (Extra).
 const (
-	ChatToolMessage       = "Extra<ChatCompletionToolMessageParam, {name: string; status: string; injected?: string}>"
+	ChatToolMessage       = "Extra<ChatCompletionToolMessageParam, {name: string; status: string; injected?: string; parts?: Array<{kind: string; mime_type: string; data: string; uri?: string}>}>"
 	ChatToolMessageStrict = "ChatCompletionToolMessageParam"
 	ResponsesOutput       = "Extra<ResponseInputItem.FunctionCallOutput, {tooldispatch: {status: string; injected?: string}}>"
 	ResponsesOutputStrict = "ResponseInputItem.FunctionCallOutput"

@@ -106,9 +106,12 @@ type ServerConfig struct {
 	// Headers are sent with every request to a Streamable HTTP server
 	// (for example Authorization). Their values are never logged.
 	Headers map[string]string `toml:"headers"`
-	// Trusted lets the server's readOnlyHint annotations count: a tool of
-	// a trusted server that declares readOnlyHint runs without approval.
-	// Tools of untrusted servers always need approval.
+	// Trusted lets the server's annotations count: a tool that declares
+	// readOnlyHint runs without approval and makes nothing stale;
+	// idempotentHint false on a tool that is not read-only makes every
+	// call of it run (no de-duplication); destructiveHint is shown with
+	// each confirmation. Every hint of an untrusted server is ignored: its
+	// tools always need approval and count as writes.
 	Trusted bool `toml:"trusted"`
 	// Timeout of one tool call, as a duration string ("90s"); zero means
 	// DefaultCallTimeout. The server is told when a call is abandoned
@@ -140,6 +143,16 @@ type ServerConfig struct {
 	// one that succeeded in the run (toolkit.Tool.NoDedup): for servers
 	// whose repeated calls are meant to act again.
 	NoDedup bool `toml:"no_dedup"`
+	// Concurrent lets the read-only tools (readOnlyHint) of a trusted
+	// server run in parallel with other concurrent tools, under the
+	// dispatcher's limit, instead of alone in call order. Without Trusted
+	// it changes nothing.
+	Concurrent bool `toml:"concurrent"`
+	// OptionalTasks calls the tools whose listing says
+	// execution.taskSupport "optional" as tasks too (polled, cancelled at
+	// the timeout), as those saying "required" always are; otherwise they
+	// are called plainly. Stdio and in-process servers only.
+	OptionalTasks bool `toml:"optional_tasks"`
 }
 
 // DefaultHangTimeout is how long a server with calls waiting may leave a

@@ -162,7 +162,7 @@ func TestResultText(t *testing.T) {
 		{"embedded blob", &mcp.CallToolResult{Content: []mcp.Content{&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "mem://b", MIMEType: "application/zip", Blob: []byte("zip")}}}}, 100,
 			"[embedded resource mem://b: application/zip, 3 bytes of binary data; not shown]"},
 		{"audio", &mcp.CallToolResult{Content: []mcp.Content{&mcp.AudioContent{MIMEType: "audio/wav", Data: make([]byte, 3<<20)}}}, 100,
-			"[audio content: audio/wav, 3.0 MiB; not shown]"},
+			"[audio: audio/wav, 3.0 MiB; over the 1.0 MiB a result's audio may have; not kept]"},
 		{"structured only", &mcp.CallToolResult{StructuredContent: map[string]any{"n": 1}}, 100, `{"n":1}`},
 		{"cut", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("é", 10)}}}, 5,
 			"éé\n[… result cut at 4 bytes of 20 bytes …]"},

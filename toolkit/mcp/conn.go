@@ -26,6 +26,9 @@ type conn struct {
 	meter *meter
 	// stdio is the transport of a stdio server.
 	stdio *stdioTransport
+	// tap sees what goes over a stdio or in-process session (tap.go); nil
+	// for a Streamable HTTP one. Set when the session connects.
+	tap *tap
 	// stalled says why the server was declared hung by watchInput; set
 	// before the process is killed.
 	stalled atomic.Pointer[error]

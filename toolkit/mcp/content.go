@@ -26,37 +26,50 @@ func (e *ToolError) Error() string {
 	return e.Text
 }
 
-// resultText renders a tool result as text (joinResult), cut at limit
-// bytes with a note.
+// resultText renders a tool result as text (joinResult) with its
+// structured content as it is, cut at limit bytes with a note.
 func resultText(res *mcp.CallToolResult, limit int) string {
-	return capText(joinResult(res), limit)
-}
-
-// joinResult renders a tool result as text: text blocks as they are, every
-// other block as a one-line summary, structured content as JSON when there
-// are no blocks.
-func joinResult(res *mcp.CallToolResult) string {
-	parts := make([]string, 0, len(res.Content))
-	for _, c := range res.Content {
-		parts = append(parts, blockText(c))
-	}
-	if len(parts) == 0 && res.StructuredContent != nil {
+	var structured string
+	if res.StructuredContent != nil {
 		if b, err := json.Marshal(res.StructuredContent); err == nil {
-			parts = append(parts, string(b))
+			structured = string(b)
 		}
 	}
-	return strings.Join(parts, "\n")
+	text, _ := joinResult(res, structured)
+	return capText(text, limit)
 }
 
-// blockText is the text of one content block.
-func blockText(c mcp.Content) string {
+// joinResult renders a tool result: its text for the model and its media
+// (media.go). The text is structured (the structured content as JSON,
+// checked) first, then the blocks, a text block that only repeats the
+// structured content left out: text blocks as they are, every other block
+// as a one-line summary, an image or a sound kept as a part as its
+// numbered placeholder.
+func joinResult(res *mcp.CallToolResult, structured string) (string, []toolkit.Part) {
+	parts := make([]string, 0, len(res.Content)+1)
+	if structured != "" {
+		parts = append(parts, structured)
+	}
+	var m media
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok && structured != "" && repeats(t.Text, structured) {
+			continue
+		}
+		parts = append(parts, blockText(c, &m))
+	}
+	return strings.Join(parts, "\n"), m.parts
+}
+
+// blockText is the text of one content block; media it keeps go to m.
+// A resource keeps its URI and MIME type in the text.
+func blockText(c mcp.Content, m *media) string {
 	switch c := c.(type) {
 	case *mcp.TextContent:
 		return c.Text
 	case *mcp.ImageContent:
-		return fmt.Sprintf("[image content: %s, %s; not shown]", orUnknown(c.MIMEType), sizeText(len(c.Data)))
+		return m.add(toolkit.PartImage, c.MIMEType, c.Data, "")
 	case *mcp.AudioContent:
-		return fmt.Sprintf("[audio content: %s, %s; not shown]", orUnknown(c.MIMEType), sizeText(len(c.Data)))
+		return m.add(toolkit.PartAudio, c.MIMEType, c.Data, "")
 	case *mcp.ResourceLink:
 		s := "[resource link: " + c.URI
 		if c.Name != "" {
@@ -75,7 +88,15 @@ func blockText(c mcp.Content) string {
 			return "[embedded resource without contents]"
 		}
 		if r.Blob != nil {
+			for _, kind := range []string{toolkit.PartImage, toolkit.PartAudio} {
+				if strings.HasPrefix(strings.ToLower(r.MIMEType), kind+"/") {
+					return m.add(kind, r.MIMEType, r.Blob, r.URI)
+				}
+			}
 			return fmt.Sprintf("[embedded resource %s: %s, %s of binary data; not shown]", r.URI, orUnknown(r.MIMEType), sizeText(len(r.Blob)))
+		}
+		if r.MIMEType != "" {
+			return fmt.Sprintf("[embedded resource %s, %s]\n%s", r.URI, r.MIMEType, r.Text)
 		}
 		return fmt.Sprintf("[embedded resource %s]\n%s", r.URI, r.Text)
 	case nil:

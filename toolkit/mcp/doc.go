@@ -15,6 +15,10 @@
 // bound is marked failed (StateFailed, Manager.Servers says why) while the
 // others serve; one that broke a bound is not retried.
 //
+// A call streams the server's progress (progress.go), passes its requests
+// for user input to the person behind the call (elicit.go), and runs as an
+// MCP task when the tool requires it (tasks.go).
+//
 // A program that embeds the dispatcher may attach a go-sdk *mcp.Server it
 // built itself (ServerConfig.Server): the Manager talks to it over
 // in-memory transports, under the same rules as any other server.

@@ -67,7 +67,7 @@ func TestStreamableHTTPInProcess(t *testing.T) {
 	}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{
 			&mcp.TextContent{Text: "chart follows"},
-			&mcp.ImageContent{MIMEType: "image/png", Data: make([]byte, 2048)},
+			&mcp.ImageContent{MIMEType: "image/png", Data: tinyPNG},
 			&mcp.ResourceLink{URI: "file:///tmp/report.csv", Name: "report", MIMEType: "text/csv"},
 		}}, nil
 	})
@@ -120,7 +120,7 @@ func TestStreamableHTTPInProcess(t *testing.T) {
 
 	t.Run("other content summarised", func(t *testing.T) {
 		got, err := h.call(context.Background(), "mcp__web__mixed", `{}`)
-		want := "chart follows\n[image content: image/png, 2.0 KiB; not shown]\n[resource link: file:///tmp/report.csv (report), text/csv]"
+		want := "chart follows\n[image 1: image/png, 70 bytes]\n[resource link: file:///tmp/report.csv (report), text/csv]"
 		if err != nil || got != want {
 			t.Errorf("mixed = %q, %v; want %q", got, err, want)
 		}

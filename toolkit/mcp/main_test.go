@@ -3,10 +3,7 @@ package mcp
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -32,78 +29,11 @@ func TestMain(m *testing.M) {
 // waitLimit bounds every wait for a server event in these tests.
 const waitLimit = 20 * time.Second
 
-var (
-	npmOnce sync.Once
-	npmErr  error
-	npmOut  []byte
-)
-
-// mcpServersDir returns integration_test/mcpservers with its npm packages
-// installed. When node_modules is missing it runs `npm ci` there (once per
-// test binary); it skips the test only when node or npm is not installed.
-func mcpServersDir(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed: the MCP server tests run the npm reference servers with node")
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(root, "integration_test", "mcpservers")
-	if !serversInstalled(dir) {
-		if _, err := exec.LookPath("npm"); err != nil {
-			t.Skipf("npm is not installed and %s has no node_modules: run `npm ci` there to enable the MCP server tests", dir)
-		}
-		npmOnce.Do(func() {
-			cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-			cmd.Dir = dir
-			npmOut, npmErr = cmd.CombinedOutput()
-		})
-		if npmErr != nil {
-			t.Fatalf("npm ci in %s: %v\n%s", dir, npmErr, npmOut)
-		}
-		if !serversInstalled(dir) {
-			t.Fatalf("npm ci in %s did not install the MCP servers:\n%s", dir, npmOut)
-		}
-	}
-	return dir
-}
-
-// serversInstalled reports whether the three reference servers are in dir.
-func serversInstalled(dir string) bool {
-	for _, name := range []string{"server-everything", "server-filesystem", "server-memory"} {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", name, "dist", "index.js")); err != nil {
-			return false
-		}
-	}
-	return true
-}
-
-// moduleRoot is the directory of go.mod above the working directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // serverCommand is the argv of npm server pkg (server-everything…) run
 // from its local install.
 func serverCommand(t *testing.T, pkg string, args ...string) []string {
 	t.Helper()
-	script := filepath.Join(mcpServersDir(t), "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js")
-	return append([]string{"node", script}, args...)
+	return mcptest.Command(t, pkg, args...)
 }
 
 // syncBuffer is a log sink safe for the manager's goroutines.

@@ -100,12 +100,42 @@ type Manager struct {
 	mu      sync.Mutex
 	started bool // guarded by mu
 	closed  bool // guarded by mu
+
+	// redactor takes secret values out of what servers send that we log
+	// (their log notifications); nil: none. Immutable after NewManager.
+	redactor toolkit.Redactor
+}
+
+// Option adjusts a Manager.
+type Option func(*Manager)
+
+// WithRedactor takes secret values out of what the servers send before it
+// is logged (their log notifications). Tool results are redacted with
+// each call's own redactor.
+func WithRedactor(r toolkit.Redactor) Option {
+	return func(m *Manager) { m.redactor = r }
+}
+
+// now is the time the manager's bounds count with.
+func (m *Manager) now() time.Time {
+	if m.hooks.clock != nil {
+		return m.hooks.clock()
+	}
+	return time.Now()
+}
+
+// redact takes secret values out of s.
+func (m *Manager) redact(s string) string {
+	if m.redactor == nil {
+		return s
+	}
+	return m.redactor.Redact(s)
 }
 
 // NewManager returns a manager of servers that registers their tools in
 // reg. It starts nothing: call Start. A configuration mistake (see
 // Config.Validate) is reported by Start.
-func NewManager(reg *toolkit.Registry, servers []ServerConfig, logger zerolog.Logger) *Manager {
+func NewManager(reg *toolkit.Registry, servers []ServerConfig, logger zerolog.Logger, opts ...Option) *Manager {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
 		reg:     reg,
@@ -115,6 +145,9 @@ func NewManager(reg *toolkit.Registry, servers []ServerConfig, logger zerolog.Lo
 		ctx:     ctx,
 		cancel:  cancel,
 		servers: make([]*server, 0, len(servers)),
+	}
+	for _, o := range opts {
+		o(m)
 	}
 	for _, cfg := range servers {
 		m.servers = append(m.servers, newServer(m, cfg))
@@ -227,6 +260,9 @@ type ServerStatus struct {
 	// Skipped are the tools of the server's listing that are not
 	// registered, with the reason.
 	Skipped []SkippedTool
+	// Protocol is the MCP revision the session speaks ("2026-07-28",
+	// "2025-11-25", …); "" while there is no session.
+	Protocol string
 }
 
 // SkippedTool is a tool a server lists that is not registered.

@@ -62,6 +62,8 @@ type server struct {
 	suspect chan struct{} // cap 1: a call failed in transport
 
 	inflight atomic.Int64 // calls sent and not answered
+	tokens   atomic.Int64 // progress tokens handed out
+	logs     logGate      // the server's log notifications
 
 	mu       sync.Mutex
 	state    State                 // guarded by mu
@@ -70,6 +72,7 @@ type server struct {
 	conn     *conn                 // guarded by mu; the connection of session
 	probing  bool                  // guarded by mu; a liveness ping is out on conn: calls wait for its verdict
 	tools    map[string]registered // guarded by mu; by registered name
+	calls    map[string]*inflight  // guarded by mu; calls sent and not answered, by progress token
 	skipped  []SkippedTool         // guarded by mu; of the last listing
 	lastErr  error                 // guarded by mu
 	nextTry  time.Time             // guarded by mu
@@ -78,10 +81,11 @@ type server struct {
 
 // registered is one tool of the server in the registry.
 type registered struct {
-	mcpName  string
-	readOnly bool
-	schema   string
-	desc     string
+	mcpName   string
+	hints     hints
+	schema    string
+	outSchema string // "" when the tool declares none
+	desc      string
 }
 
 func newServer(m *Manager, cfg ServerConfig) *server {
@@ -96,6 +100,7 @@ func newServer(m *Manager, cfg ServerConfig) *server {
 		state:   StateStarting,
 		changed: make(chan struct{}),
 		tools:   map[string]registered{},
+		calls:   map[string]*inflight{},
 	}
 }
 
@@ -190,7 +195,7 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 			return nil, fmt.Errorf("connecting to MCP server %q: %w", s.name, err)
 		}
 		c.inproc = ss
-		transport = ct
+		transport = &tapTransport{base: ct, s: s, c: c}
 	} else if len(s.cfg.Command) > 0 {
 		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
 		cmd.Env = s.env()
@@ -201,7 +206,7 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		cmd.WaitDelay = waitDelay
 		c.cmd = cmd
 		c.stdio = &stdioTransport{cmd: cmd, meter: c.meter}
-		transport = c.stdio
+		transport = &tapTransport{base: c.stdio, s: s, c: c}
 	} else {
 		endpoint, err := s.cfg.endpoint()
 		if err != nil {
@@ -215,10 +220,15 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: clientName, Version: clientVersion()}, &mcp.ClientOptions{
 		Logger: slog.New(zerolog.NewSlogHandler(s.log)),
-		// No roots, sampling or elicitation: servers use their own
-		// configuration (a filesystem server keeps its command-line roots).
-		Capabilities:           &mcp.ClientCapabilities{},
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { poke(s.refresh) },
+		// No roots or sampling: servers use their own configuration (a
+		// filesystem server keeps its command-line roots). Elicitation
+		// (form mode) goes to the person behind the call (elicit.go).
+		Capabilities:                &mcp.ClientCapabilities{},
+		ElicitationHandler:          s.onElicit,
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { poke(s.refresh) },
+		ProgressNotificationHandler: s.onProgress,
+		//lint:ignore SA1019 logging is deprecated from 2026-07-28 only; servers of 2025-11-25 and older still log this way
+		LoggingMessageHandler: s.onLog,
 		// No KeepAlive: serve pings the server itself (liveness.go), so
 		// that a server found dead is handled like a hung one.
 	})
@@ -404,6 +414,11 @@ func (s *server) status() ServerStatus {
 		st.NextAttempt = s.nextTry
 	}
 	st.Skipped = slices.Clone(s.skipped)
+	if s.session != nil {
+		if r := s.session.InitializeResult(); r != nil {
+			st.Protocol = r.ProtocolVersion
+		}
+	}
 	return st
 }
 

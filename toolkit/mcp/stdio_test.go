@@ -204,8 +204,11 @@ func TestFilesystemServer(t *testing.T) {
 	h := newHarness(t, []ServerConfig{{Name: "files", Command: serverCommand(t, "server-filesystem", root), Trusted: true}})
 	h.start()
 
+	// read_text_file declares an outputSchema ({"content": string}): the
+	// checked structured content is the result, and the text block that
+	// only repeats its content is left out.
 	got, err := h.call(context.Background(), "mcp__files__read_text_file", `{"path":"`+file+`"}`)
-	if err != nil || got != "first line\nsecond line\n" {
+	if err != nil || got != `{"content":"first line\nsecond line\n"}` {
 		t.Errorf("read_text_file = %q, %v", got, err)
 	}
 	_, err = h.call(context.Background(), "mcp__files__read_text_file", `{"path":"`+outside+`"}`)

@@ -85,6 +85,10 @@ func (s *server) toolkitTool(name string, t *mcp.Tool) (toolkit.Tool, registered
 		}
 		schema = b
 	}
+	outSchema, err := outputSchemaOf(t)
+	if err != nil {
+		return toolkit.Tool{}, registered{}, err
+	}
 	desc := t.Description
 	if desc == "" {
 		desc = t.Title
@@ -96,26 +100,32 @@ func (s *server) toolkitTool(name string, t *mcp.Tool) (toolkit.Tool, registered
 		desc = fmt.Sprintf("Tool %s of the MCP server %s.", t.Name, s.name)
 	}
 	desc = capDescription(desc)
+	hints := s.hints(t)
 	info := registered{
-		mcpName: t.Name,
-		// Annotations are hints: only a server the operator trusts may
-		// spare its tools the confirm gate.
-		readOnly: s.cfg.Trusted && t.Annotations != nil && t.Annotations.ReadOnlyHint,
-		schema:   string(schema),
-		desc:     desc,
+		mcpName:   t.Name,
+		hints:     hints,
+		schema:    string(schema),
+		outSchema: string(outSchema),
+		desc:      desc,
 	}
 	return toolkit.Tool{
-		Name:        name,
-		Description: desc,
-		Schema:      schema,
-		Concurrent:  false,
+		Name:         name,
+		Description:  desc,
+		Schema:       schema,
+		OutputSchema: outSchema,
+		// Alone, in call order, unless the operator lets a trusted
+		// server's read-only tools run beside others.
+		Concurrent: hints.concurrent,
 		// A program's own choice for its in-process servers.
 		AlwaysInArray: s.cfg.AlwaysInArray,
-		ReadOnly:      info.readOnly,
+		ReadOnly:      hints.readOnly,
 		Timeout:       s.cfg.Timeout,
-		NoDedup:       s.cfg.NoDedup,
-		Handler:       s.handler(t.Name),
-		Source:        toolkit.SourceMCP,
+		NoDedup:       s.cfg.NoDedup || hints.notIdempotent,
+		// A write of the server makes what its reads returned stale.
+		DedupScope:  toolPrefix + s.name + nameSep,
+		ConfirmNote: hints.note,
+		Handler:     s.handler(t.Name),
+		Source:      toolkit.SourceMCP,
 	}, info, nil
 }
 
@@ -157,10 +167,33 @@ func (s *server) send(ctx context.Context, sess *mcp.ClientSession, conn *conn, 
 	if h := s.m.hooks.call; h != nil {
 		h(s.name, mcpName, conn.pid())
 	}
+	token, f, untrack := s.track(callCtx, c, conn)
+	params := &mcp.CallToolParams{Name: mcpName, Arguments: args}
+	params.SetProgressToken(token)
+	// A tool that must run as a task is marked for the tap to call it as
+	// one (tasks.go).
+	asTask := conn.tap != nil && s.asTask(conn.tap.support(mcpName))
+	if asTask {
+		params.Meta[conn.tap.key] = s.cfg.Timeout.Milliseconds()
+	}
 	began := time.Now()
 	s.inflight.Add(1)
-	res, err := sess.CallTool(callCtx, &mcp.CallToolParams{Name: mcpName, Arguments: args})
+	res, err := sess.CallTool(withInflight(callCtx, f), params)
+	if err == nil && asTask {
+		var st *taskState
+		if st, err = taskOf(res, conn.tap.key); err == nil && st != nil {
+			res, err = s.awaitTask(callCtx, conn.tap, mcpName, c, st)
+			var te *ToolError
+			if err != nil && (callCtx.Err() != nil || errors.As(err, &te)) {
+				// Cancelled at the call's end, or ended by the server.
+				s.inflight.Add(-1)
+				untrack()
+				return toolkit.Result{}, err
+			}
+		}
+	}
 	s.inflight.Add(-1)
+	untrack()
 	elapsed := time.Since(began)
 	if errors.Is(err, mcp.ErrConnectionClosed) {
 		return toolkit.Result{}, err
@@ -168,14 +201,29 @@ func (s *server) send(ctx context.Context, sess *mcp.ClientSession, conn *conn, 
 	if err != nil {
 		return toolkit.Result{}, s.callError(ctx, callCtx, conn, mcpName, elapsed, err)
 	}
-	// Redacted whole, then cut: no cut leaves part of a secret.
-	text := capText(c.Redact(joinResult(res)), s.cfg.MaxResultBytes)
-	s.log.Debug().Str("tool", mcpName).Dur("elapsed", elapsed).Bool("is_error", res.IsError).
-		Int("result_bytes", len(text)).Msg("MCP call ended")
+	s.log.Debug().Str("tool", mcpName).Dur("elapsed", elapsed).Bool("is_error", res.IsError).Msg("MCP call ended")
 	if res.IsError {
-		return toolkit.Result{}, &ToolError{Server: s.name, Tool: mcpName, Text: text}
+		// Redacted whole, then cut: no cut leaves part of a secret.
+		text, _ := joinResult(res, "")
+		return toolkit.Result{}, &ToolError{Server: s.name, Tool: mcpName, Text: capText(c.Redact(text), s.cfg.MaxResultBytes)}
 	}
-	return toolkit.Result{Content: text}, nil
+	structured, err := s.structured(res, mcpName, s.outputSchema(c.Name))
+	if err != nil {
+		return toolkit.Result{}, err
+	}
+	text, parts := joinResult(res, structured)
+	return toolkit.Result{Content: capText(c.Redact(text), s.cfg.MaxResultBytes), Parts: parts}, nil
+}
+
+// outputSchema is the output schema of the registered tool name, nil when
+// it declares none.
+func (s *server) outputSchema(name string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.tools[name]; ok && r.outSchema != "" {
+		return []byte(r.outSchema)
+	}
+	return nil
 }
 
 // callError explains why a call returned no result.

@@ -180,7 +180,7 @@ func Register(reg *toolkit.Registry, c Config) (*Belt, error) {
 		return t, examples[name], ok
 	}))
 	if len(c.MCP.Servers) > 0 {
-		b.MCP = mcp.NewManager(reg, c.MCP.Servers, log)
+		b.MCP = mcp.NewManager(reg, c.MCP.Servers, log, mcp.WithRedactor(sec.Redactor()))
 		ctx, cancel := context.WithTimeout(context.Background(), MCPStartTimeout)
 		err := b.MCP.Start(ctx)
 		cancel()

@@ -1,11 +1,13 @@
 package service
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/actors"
@@ -96,6 +98,28 @@ func (s *Server) handleAnswer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	if req.Declined {
+		dr, ok := s.opts.Replies.(DeclineReplies)
+		if !ok {
+			writeError(w, errorf(http.StatusBadRequest, `field "declined" is not supported by this server`))
+			return
+		}
+		err := dr.Decline(r.Context(), r.PathValue("session"), r.PathValue("call_id"))
+		s.writeReplyOutcome(w, "declining a question", err)
+		return
+	}
+	if len(req.Content) > 0 {
+		if req.Text != nil {
+			writeError(w, errorf(http.StatusBadRequest, `give "text" or "content", not both`))
+			return
+		}
+		if c := bytes.TrimSpace(req.Content); len(c) == 0 || c[0] != '{' {
+			writeError(w, errorf(http.StatusBadRequest, `field "content" must be an object of the requested fields`))
+			return
+		}
+		text := string(req.Content)
+		req.Text = &text
+	}
 	if req.Text == nil {
 		writeError(w, errorf(http.StatusBadRequest, `field "text" is required: the answer`))
 		return
@@ -184,6 +208,9 @@ func (s *Server) writeReplyOutcome(w http.ResponseWriter, what string, err error
 		writeError(w, noReplies)
 	case errors.Is(err, actors.ErrAlreadyAnswered):
 		writeJSON(w, http.StatusConflict, statusReply{Status: ackAlreadyAnswered, Error: "already answered"})
+	case errors.Is(err, actors.ErrInvalidAnswer):
+		// The reason names the fields; the question still waits.
+		writeError(w, errorf(http.StatusBadRequest, "%s", strings.TrimPrefix(err.Error(), "actors: ")))
 	default:
 		s.dispatcherError(w, what, err)
 	}

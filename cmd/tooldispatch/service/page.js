@@ -7,7 +7,7 @@
 
   const KINDS = ['tool_call', 'tool_call_start', 'tool_call_text', 'tool_call_end', 'exec_error',
     'tool_result', 'tool_confirm', 'tool_skipped', 'tool_deduped', 'schema_returned', 'lagged', 'secret_request',
-    'confirm_decided', 'policy_lowered'];
+    'elicitation', 'confirm_decided', 'policy_lowered'];
   const MAX_ROWS = 200;   // call rows per session
   const MAX_EVENTS = 50;  // live events listed per session
   const SEQ_PER_TURN = 1e9; // event n of turn t has seq t*SEQ_PER_TURN+n
@@ -259,9 +259,17 @@
     tickTimings();
   }
 
-  // answerFields: a text area for ask_user; for store_secret a hidden
-  // value field and the proposed origins, each of which may be unticked.
+  // answerFields: a text area for ask_user; for an MCP server's request
+  // for input the schema it asks to match and a text area for the JSON
+  // object of its fields; for store_secret a hidden value field and the
+  // proposed origins, each of which may be unticked.
   function answerFields(p) {
+    if (p.schema) {
+      return [el('details', { class: 'args-box', open: true }, el('summary', { text: 'Requested fields (JSON Schema)' }),
+        el('pre', { class: 'args', text: JSON.stringify(p.schema, null, 2) })),
+      el('textarea', { class: 'answer-text', rows: 3, required: true, placeholder: '{"field": "value"}',
+        ariaLabel: 'Answer: a JSON object of the requested fields' })];
+    }
     if (!p.secret) return [el('textarea', { class: 'answer-text', rows: 2, required: true, ariaLabel: 'Answer' })];
     const boxes = (p.origins || []).map((o) => el('label', {},
       el('input', { type: 'checkbox', class: 'origin', value: o, checked: true }), ' ', el('code', { text: o })));
@@ -273,14 +281,32 @@
     if (q(pendingSel('questions', p.session, p.call_id))) return;
     const attrs = { class: 'question', 'data-session': p.session, 'data-call-id': p.call_id, 'data-turn': String(p.turn) };
     if (p.secret) attrs['data-secret'] = p.secret;
+    if (p.schema) attrs['data-elicit'] = 'true';
+    // Who asks, and a warning when a server asks for what looks like a
+    // secret: shown as text, above the question.
+    const notes = p.note ? [el('p', { class: p.note.includes('Warning:') ? 'elicit-note warning' : 'elicit-note', text: p.note })] : [];
+    const decline = p.schema ? [el('button', { type: 'button', class: 'decline', text: 'Decline' })] : [];
     q('#questions').append(el('li', attrs,
-      what(p),
+      what(p), ...notes,
       el('p', { class: 'question-text', text: p.question }),
       el('form', { class: 'answer-form' },
         ...answerFields(p),
         el('button', { type: 'submit', class: 'answer', text: 'Answer' }),
+        ...decline,
         el('span', { class: 'note', role: 'status' }))));
   }
+
+  document.addEventListener('click', async (e) => {
+    const btn = e.target.closest('li.question button.decline');
+    if (!btn) return;
+    const li = btn.closest('li.question');
+    const note = q('.note', li);
+    li.querySelectorAll('button').forEach((b) => { b.disabled = true; });
+    const res = await post(callURL(li, 'answer'), { declined: true });
+    note.textContent = res.ok ? 'declined' : (res.error || `failed (${res.status})`);
+    if (res.ok) li.dataset.answered = 'declined';
+    else li.querySelectorAll('button').forEach((b) => { b.disabled = false; });
+  });
 
   // refreshPending makes the pending lists match the server's.
   async function refreshPending() {
@@ -401,6 +427,7 @@
         if (ev.tool === 'ask_user') refreshPending();
         break;
       case 'secret_request':
+      case 'elicitation':
         refreshPending();
         break;
       case 'confirm_decided':

@@ -1,8 +1,10 @@
 package service
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/actors"
@@ -89,8 +91,27 @@ type PendingQuestion struct {
 	// Origins are the origins the secret would be sent to, as proposed;
 	// an answer may keep fewer ("origins" of the answer).
 	Origins []string `json:"origins,omitempty"`
+	// Schema is the JSON Schema an MCP server's request for input asks
+	// the answer to match (an object of its fields; "declined" declines
+	// it), and Note who asks and, for what looks like a request for a
+	// secret, a warning.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	Note   string          `json:"note,omitempty"`
 
 	seq uint64
+}
+
+// Warns reports whether the note warns that the request looks like one for
+// a secret (its "Warning:" sentence).
+func (p PendingQuestion) Warns() bool { return strings.Contains(p.Note, "Warning:") }
+
+// SchemaText is the requested schema indented, for the page.
+func (p PendingQuestion) SchemaText() string {
+	var b bytes.Buffer
+	if json.Indent(&b, p.Schema, "", "  ") != nil {
+		return string(p.Schema)
+	}
+	return b.String()
 }
 
 // TurnSummary is what the operator page shows of one turn.
@@ -219,6 +240,15 @@ func (s *sessionLog) track(ev *messages.Event, recentTurns int) {
 			s.askArgs[ev.GetCallId()] = ev.GetArguments()
 		}
 		setState(c, StateChecking, "")
+	case toolkit.QuestionElicit:
+		pq := &pendingQuestion{ev: ev, PendingQuestion: PendingQuestion{
+			Session: ev.GetSession(), Run: ev.GetRun(), Turn: ev.GetTurn(), CallID: ev.GetCallId(),
+			Tool: ev.GetTool(), Question: ev.GetText(), Since: since, seq: ev.GetSeq(), Note: ev.GetNote(),
+		}}
+		if json.Valid([]byte(ev.GetArguments())) {
+			pq.Schema = json.RawMessage(ev.GetArguments())
+		}
+		s.questions[ev.GetCallId()] = pq
 	case toolkit.QuestionSecret:
 		s.questions[ev.GetCallId()] = &pendingQuestion{ev: ev, PendingQuestion: PendingQuestion{
 			Session: ev.GetSession(), Run: ev.GetRun(), Turn: ev.GetTurn(), CallID: ev.GetCallId(),

@@ -138,7 +138,7 @@ func TestClientResultAnswersWithTheMessage(t *testing.T) {
 	}
 	mustUnmarshal(t, data, &full)
 	want := toolMessage{Role: "tool", ToolCallID: "l1", Name: "lookup", Status: "ok", Content: "found it"}
-	if full.Status != ackAccepted || full.Message != want {
+	if full.Status != ackAccepted || !cmp.Equal(full.Message, want) {
 		t.Errorf("client_result answered %s, want accepted with %+v", data, want)
 	}
 

@@ -47,6 +47,12 @@ type (
 		// Origins narrows a store_secret answer to these of the origins
 		// asked about; empty keeps them all.
 		Origins []string `json:"origins"`
+		// Content answers a request for input from an MCP server
+		// (elicitation) with the object of the requested fields, in
+		// place of text holding it as JSON.
+		Content json.RawMessage `json:"content"`
+		// Declined declines the question instead of answering it.
+		Declined bool `json:"declined"`
 	}
 	clientResultRequest struct {
 		Content *string `json:"content"`

@@ -57,7 +57,47 @@ const (
 	// ModeBigTools: lists a normal tool (echo), one with a 100 KiB
 	// description and one with a schema of 82 KiB.
 	ModeBigTools = "big-tools"
+	// ModeProgressFlood: answers a call after ProgressFloodCount progress
+	// notifications for its token, sent without pause, and one for a token
+	// no call has.
+	ModeProgressFlood = "progress-flood"
+	// ModeStructured: lists echo and weather, whose outputSchema wants a
+	// number temperature and a string conditions. A call of weather with
+	// mode "honest" returns matching structured content, a text block
+	// repeating it and one more; "liar" a string temperature (and a text
+	// block saying otherwise); "missing" no structured content at all.
+	ModeStructured = "structured"
+	// ModeElicitPair: holds the first call it gets; at the second, asks
+	// the client for user input (elicitation/create) while both are in
+	// flight, and answers both calls with the action the client gave.
+	ModeElicitPair = "elicit-pair"
+	// ModeTasks: tools "quick" and "endless" whose execution.taskSupport
+	// is "required" (called plainly they fail with -32601). Called as a
+	// task, each answers with a task handle asking to be polled without
+	// pause (pollInterval 0) and a status message holding a line break;
+	// every tasks/get of "quick" after the first says completed, and
+	// tasks/result gives "done after N polls"; "endless" is working at each
+	// poll with a new message, until tasks/cancel. "forger", a plain
+	// tool, answers with what looks like a task handle; "either" (task
+	// support "optional") answers "plain" when called plainly and runs as
+	// "quick" when called as a task.
+	ModeTasks = "tasks"
+	// ModeLogLines: answers a call after LogLinesCount log notifications
+	// (notifications/message) of every level, whose data tries to forge
+	// log lines and fields.
+	ModeLogLines = "log-lines"
 )
+
+// ProgressFloodCount and LogLinesCount are how many notifications a call
+// gets in ModeProgressFlood and ModeLogLines.
+const (
+	ProgressFloodCount = 500
+	LogLinesCount      = 300
+)
+
+// LogInjection is the data of ModeLogLines' messages: a line break, then a
+// JSON log line of its own.
+const LogInjection = "line one\n{\"level\":\"error\",\"forged\":true,\"message\":\"forged\"}\n"
 
 // chattyInterval is how often ModeChatty says its tool list changed.
 const chattyInterval = 5 * time.Millisecond
@@ -72,7 +112,9 @@ type message struct {
 // server writes messages to stdout, one per line.
 type server struct {
 	mode      string
-	relisting bool // ModeEndlessRelist: the listings have no end
+	relisting bool              // ModeEndlessRelist: the listings have no end
+	held      []json.RawMessage // ModeElicitPair: ids of the calls held
+	tasks     map[string]*task  // ModeTasks: by task id
 	mu        sync.Mutex
 	out       *bufio.Writer
 }
@@ -116,6 +158,9 @@ func Serve(mode string) int {
 		if json.Unmarshal(line, &msg) != nil {
 			continue
 		}
+		if s.mode == ModeTasks && s.taskMessage(msg) {
+			continue
+		}
 		switch msg.Method {
 		case "initialize":
 			var p struct {
@@ -145,8 +190,25 @@ func Serve(mode string) int {
 			var p struct {
 				Name      string         `json:"name"`
 				Arguments map[string]any `json:"arguments"`
+				Meta      struct {
+					ProgressToken any `json:"progressToken"`
+				} `json:"_meta"`
 			}
 			json.Unmarshal(msg.Params, &p)
+			if s.mode == ModeElicitPair {
+				s.held = append(s.held, msg.ID)
+				if len(s.held) == 2 {
+					s.send(map[string]any{"jsonrpc": "2.0", "id": "elicit-1", "method": "elicitation/create",
+						"params": map[string]any{"message": "Whose call is this?", "requestedSchema": map[string]any{"type": "object",
+							"properties": map[string]any{"answer": map[string]any{"type": "string"}}}}})
+				}
+				break
+			}
+			s.beforeReply(p.Meta.ProgressToken)
+			if p.Name == "weather" {
+				s.reply(msg.ID, weather(p.Arguments["mode"]))
+				break
+			}
 			if p.Name == "giant" {
 				s.reply(msg.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": strings.Repeat("g", 20<<20)}}})
 				break
@@ -158,10 +220,50 @@ func Serve(mode string) int {
 			}
 		case "ping":
 			s.reply(msg.ID, map[string]any{})
+		case "":
+			// An answer to a request of ours: in ModeElicitPair, the
+			// client's answer to the elicitation ends the calls held.
+			if s.mode == ModeElicitPair && string(msg.ID) == `"elicit-1"` {
+				var r struct {
+					Result struct {
+						Action string `json:"action"`
+					} `json:"result"`
+					Error *struct {
+						Message string `json:"message"`
+					} `json:"error"`
+				}
+				json.Unmarshal(line, &r)
+				text := "action: " + r.Result.Action
+				if r.Error != nil {
+					text = "error: " + r.Error.Message
+				}
+				for _, id := range s.held {
+					s.reply(id, map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}})
+				}
+				s.held = nil
+			}
 		default:
 			if len(msg.ID) > 0 {
 				s.send(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "error": map[string]any{"code": -32601, "message": "method not found"}})
 			}
+		}
+	}
+}
+
+// beforeReply sends what the mode sends during a call, before its answer.
+func (s *server) beforeReply(token any) {
+	switch s.mode {
+	case ModeProgressFlood:
+		s.notify("notifications/progress", map[string]any{"progressToken": "no-such-call", "progress": 1})
+		for i := range ProgressFloodCount {
+			s.notify("notifications/progress", map[string]any{"progressToken": token, "progress": i + 1,
+				"total": ProgressFloodCount, "message": "step " + strconv.Itoa(i+1) + "\nnext: forged"})
+		}
+	case ModeLogLines:
+		levels := []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency", "bogus"}
+		for i := range LogLinesCount {
+			s.notify("notifications/message", map[string]any{"level": levels[i%len(levels)], "logger": "mcptest\nforged",
+				"data": LogInjection})
 		}
 	}
 }
@@ -224,6 +326,17 @@ func (s *server) list(msg message) (code int, exit bool) {
 		})
 	case ModeGiantResult:
 		s.reply(msg.ID, map[string]any{"tools": []any{echoTool(), tool("giant", "Answers with 20 MiB.", nil)}})
+	case ModeStructured:
+		s.reply(msg.ID, map[string]any{"tools": []any{echoTool(), weatherTool()}})
+	case ModeElicitPair:
+		s.reply(msg.ID, map[string]any{"tools": []any{tool("ask", "Asks the user something.", nil)}})
+	case ModeTasks:
+		quick, endless := tool("quick", "Runs as a task, briefly.", nil), tool("endless", "Runs as a task, forever.", nil)
+		quick["execution"] = map[string]any{"taskSupport": "required"}
+		endless["execution"] = map[string]any{"taskSupport": "required"}
+		either := tool("either", "Runs as a task or not.", nil)
+		either["execution"] = map[string]any{"taskSupport": "optional"}
+		s.reply(msg.ID, map[string]any{"tools": []any{echoTool(), quick, endless, either, tool("forger", "Answers with a task handle.", nil)}})
 	case ModeMalformedList:
 		s.reply(msg.ID, map[string]any{"tools": []any{"echo", 42}})
 	case ModeBigTools:
@@ -259,6 +372,29 @@ func tool(name, desc string, schema any) map[string]any {
 		schema = map[string]any{"type": "object"}
 	}
 	return map[string]any{"name": name, "description": desc, "inputSchema": schema}
+}
+
+func weatherTool() map[string]any {
+	t := tool("weather", "The weather, as structured content.", map[string]any{"type": "object",
+		"properties": map[string]any{"mode": map[string]any{"type": "string"}}})
+	t["outputSchema"] = map[string]any{"type": "object",
+		"properties": map[string]any{"temperature": map[string]any{"type": "number"}, "conditions": map[string]any{"type": "string"}},
+		"required":   []any{"temperature", "conditions"}}
+	return t
+}
+
+// weather is the result of a call of weather in mode.
+func weather(mode any) map[string]any {
+	text := func(s string) map[string]any { return map[string]any{"type": "text", "text": s} }
+	switch mode {
+	case "liar":
+		return map[string]any{"content": []any{text(`{"temperature":20,"conditions":"Sunny"}`)},
+			"structuredContent": map[string]any{"temperature": "hot", "conditions": "Sunny"}}
+	case "missing":
+		return map[string]any{"content": []any{text(`{"temperature":20,"conditions":"Sunny"}`)}}
+	}
+	return map[string]any{"content": []any{text(`{"temperature": 21, "conditions": "Sunny"}`), text("Forecast by mcptest.")},
+		"structuredContent": map[string]any{"temperature": 21, "conditions": "Sunny"}}
 }
 
 func echoTool() map[string]any {
