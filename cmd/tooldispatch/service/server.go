@@ -29,9 +29,9 @@ var ErrTokenRequired = errors.New("service: listening on a non-loopback address 
 type Options struct {
 	Dispatcher *actors.Dispatcher
 	Registry   *toolkit.Registry
-	// Store is the store the dispatcher writes; sessions are read back
-	// from it.
-	Store   cachestore.Store
+	// Store is the store the dispatcher writes, seen through what the
+	// service reads back: the committed sessions.
+	Store   cachestore.History
 	Broker  *Broker
 	Metrics *Metrics
 	// Token, when set, is required of every request except GET /healthz,
