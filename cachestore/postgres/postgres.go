@@ -209,6 +209,11 @@ func (p *Store) LoadSession(ctx context.Context, session string) (cachestore.Ses
 	if err != nil {
 		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, unavailable(err))
 	}
+	// Settled under the epoch just taken: a claimed approval's runner is
+	// gone or fenced.
+	if _, err := cachestore.SettleClaimed(ctx, entered{p}, session); err != nil {
+		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, unavailable(err))
+	}
 	return cachestore.SessionState{NextTurn: next}, nil
 }
 
@@ -550,6 +555,9 @@ func (p *Store) CommitTurn(ctx context.Context, c *cachestore.TurnCommit) error 
 		return errors.New("committing turn: no turn record")
 	}
 	rec := c.Record
+	if err := cachestore.CheckApprovals(c); err != nil {
+		return fmt.Errorf("committing turn %d of session %q: %w", rec.Turn, c.Session, err)
+	}
 	if err := p.enter(ctx); err != nil {
 		return fmt.Errorf("committing turn %d of session %q: %w", rec.Turn, c.Session, unavailable(err))
 	}
@@ -577,6 +585,11 @@ func (p *Store) CommitTurn(ctx context.Context, c *cachestore.TurnCommit) error 
 			return err
 		}
 		batch := &pgx.Batch{}
+		for _, a := range c.Approvals {
+			batch.Queue(`INSERT INTO approvals (session, call_id, record) VALUES ($1, $2, $3)
+				ON CONFLICT (session, call_id) DO UPDATE SET record = EXCLUDED.record`,
+				b(a.Session), b(a.CallID), cachestore.EncodeApproval(a))
+		}
 		batch.Queue(`DELETE FROM intents WHERE session = $1 AND turn = $2`, b(c.Session), rec.Turn)
 		for _, tool := range c.FetchedAdd {
 			batch.Queue(`INSERT INTO run_fetched (session, run, tool) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
