@@ -7,28 +7,24 @@ import (
 	"hash"
 
 	"github.com/tooldispatch/tooldispatch/messages"
-	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
 // callsHash identifies a turn's calls as pass 1 sees them, for turn ids
-// (idempotency keys): the hex SHA-256 over each call, in order, of its
-// normalised id (made up by messages.CallIDs when missing), its normalised name and its
-// canonical arguments under the configured limits (their raw text when
-// they do not parse). A client
-// that sends the same calls again, whatever its JSON spacing or key order,
-// gets the same hash.
-func callsHash(calls []*messages.ToolCall, lim toolkit.Limits) string {
+// (idempotency keys): the hex SHA-256 over each call, in order, of its id
+// and name as rule 1 reads them and its canonical arguments from the parse
+// of rule 2 (their raw text when they do not parse, or for a call beyond
+// the turn's limit, which is not parsed). A client that sends the same
+// calls again, whatever its JSON spacing or key order, gets the same hash.
+func callsHash(calls []*messages.ToolCall, parsed []preparedCall) string {
 	h := sha256.New()
-	ids := messages.CallIDs(calls)
 	for i, tc := range calls {
-		id := ids[i]
-		raw := tc.GetFunction().GetArguments()
-		args := []byte(raw)
-		if a, err := toolkit.ParseArgs(raw, lim); err == nil {
-			args = a.Canonical
+		c := &parsed[i]
+		args := c.args.Canonical
+		if c.err != nil || args == nil {
+			args = []byte(tc.GetFunction().GetArguments())
 		}
-		writeField(h, []byte(id))
-		writeField(h, []byte(toolkit.NormaliseName(tc.GetFunction().GetName())))
+		writeField(h, []byte(c.id))
+		writeField(h, []byte(c.name))
 		writeField(h, args)
 	}
 	return hex.EncodeToString(h.Sum(nil))

@@ -21,22 +21,26 @@ type stateReset struct{}
 
 // commitActor is the single writer of everything its session persists, and
 // the owner of the session's loaded state: the next turn number and the
-// state of each run. A turn reads a run's state (read-only) between prepare
-// and commit; the actor changes it only when it applies that turn's commit or
-// an end-run, which the session orders after the turn. Store calls block this
-// actor only: its whole job is the session's ordered I/O.
+// state of each run. A turn is lent its run's state between prepare and
+// commit (the actor keeps no reference to it meanwhile) and hands it back
+// with its commit, which the actor applies to it once the write is
+// durable. Store calls block this actor only: its whole job is the
+// session's ordered I/O.
 type commitActor struct {
-	cfg     Config
+	cfg     *shared
 	store   cachestore.SessionStore // cfg.Store
 	session string
-	*sessionState
+	// st is the session's state, owned by this actor until it hands it
+	// back to the dispatcher (releaseState); nil after that.
+	st *sessionState
 }
 
 // sessionState is what the commit actor caches of its session. It outlives
-// the actor: the dispatcher actor keeps it while the session is idle and
-// hands it to the session's next commit actor, which it spawns only after
-// the previous one has terminated, so one actor at a time reads and writes
-// it. A hosted session actor's commit actor has one of its own.
+// the actor and has one owner at a time, handed over by move: the
+// dispatcher actor keeps it while the session is idle and gives it to the
+// session's next actor, whose commit actor owns it until the session is
+// idle again and it hands it back (stateReleased). A hosted session
+// actor's commit actor has one of its own, which dies with it.
 type sessionState struct {
 	loaded bool
 	// fresh: the session had no committed turn when it was loaded
@@ -48,6 +52,9 @@ type sessionState struct {
 	fresh bool
 	next  int64
 	runs  runTable
+	// lent: a turn holds one run's state (taken out of runs) until its
+	// commit hands it back, or a reset forgets it.
+	lent bool
 }
 
 // runTable is the loaded runs' state by run name: the first run inline (a
@@ -140,8 +147,18 @@ func (t *runTable) del(run string) {
 	delete(t.more, run)
 }
 
-func newCommitActor(cfg Config, session string, st *sessionState) *commitActor {
-	return &commitActor{cfg: cfg, store: cfg.Store, session: session, sessionState: st}
+// take removes a run's state from the table and returns it (nil when the
+// table has none).
+func (t *runTable) take(run string) *cachestore.RunState {
+	rs := t.get(run)
+	if rs != nil {
+		t.del(run)
+	}
+	return rs
+}
+
+func newCommitActor(cfg *shared, session string, st *sessionState) *commitActor {
+	return &commitActor{cfg: cfg, store: cfg.Store, session: session, st: st}
 }
 
 func (a *commitActor) Receive(ctx actor.Context) {
@@ -172,9 +189,24 @@ func (a *commitActor) Receive(ctx actor.Context) {
 	case *resetState:
 		a.reset()
 		ctx.Respond(&stateReset{})
+	case *releaseState:
+		ctx.Respond(&stateReleased{session: a.session, state: a.release()})
 	case *actor.Restarting:
 		a.reset()
 	}
+}
+
+// release gives up the session's state (the session is idle): compact,
+// for the dispatcher to keep. A state with a run lent out (no idle session
+// has one) is not handed back: the session is loaded again.
+func (a *commitActor) release() *sessionState {
+	st := a.st
+	a.st = nil
+	if st == nil || st.lent {
+		return nil
+	}
+	st.runs.shrink()
+	return st
 }
 
 func (a *commitActor) recovered(ctx actor.Context, r any) {
@@ -192,23 +224,31 @@ func (a *commitActor) recovered(ctx actor.Context, r any) {
 }
 
 func (a *commitActor) reset() {
-	a.loaded, a.fresh = false, false
-	a.runs = runTable{}
+	if a.st != nil {
+		*a.st = sessionState{}
+	}
 }
 
 func (a *commitActor) storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), storeTimeout)
 }
 
+// prepare loads what a turn needs and lends it its run's state.
 func (a *commitActor) prepare(m *prepareTurn) *prepared {
 	ctx, cancel := a.storeCtx()
 	defer cancel()
-	if !a.loaded {
-		st, err := a.store.LoadSession(ctx, a.session)
+	st := a.st
+	if st.lent {
+		// Not after a turn that committed or was reset (sessions run one
+		// turn at a time): what the cache holds is not known, so reload.
+		a.reset()
+	}
+	if !st.loaded {
+		loaded, err := a.store.LoadSession(ctx, a.session)
 		if err != nil {
 			return &prepared{err: err}
 		}
-		a.next, a.loaded, a.fresh, a.runs = st.NextTurn, true, st.NextTurn == 1, runTable{}
+		st.next, st.loaded, st.fresh, st.runs = loaded.NextTurn, true, loaded.NextTurn == 1, runTable{}
 	}
 	if m.turnID != "" {
 		rec, err := a.store.TurnByID(ctx, a.session, m.turnID)
@@ -216,37 +256,35 @@ func (a *commitActor) prepare(m *prepareTurn) *prepared {
 		case err == nil:
 			// A turn committed before turns carried the hash replays.
 			conflict := rec.GetCallsHash() != "" && rec.GetCallsHash() != m.callsHash
-			return &prepared{next: a.next, replay: rec, conflict: conflict}
+			return &prepared{next: st.next, replay: rec, conflict: conflict}
 		case !isNotFound(err):
 			return &prepared{err: err}
 		}
 	}
-	rs := a.runs.get(m.run)
+	rs := st.runs.take(m.run)
 	switch {
-	case rs == nil && a.fresh:
+	case rs == nil && st.fresh:
 		rs = &cachestore.RunState{Dedup: map[string]*cachestore.DedupEntry{}, Fetched: map[string]bool{}}
-		a.runs.put(m.run, rs)
 	case rs == nil:
 		var err error
-		rs, err = a.store.LoadRun(ctx, a.session, m.run)
-		if err != nil {
+		if rs, err = a.store.LoadRun(ctx, a.session, m.run); err != nil {
 			return &prepared{err: err}
 		}
-		a.runs.put(m.run, rs)
 	}
-	return &prepared{next: a.next, run: rs}
+	st.lent = true
+	return &prepared{next: st.next, run: rs}
 }
 
 // endRun deletes a run's state.
 func (a *commitActor) endRun(m *messages.EndRun) error {
 	ctx, cancel := a.storeCtx()
 	defer cancel()
-	a.runs.del(m.Run)
+	a.st.runs.del(m.Run)
 	err := a.store.EndRun(ctx, a.session, m.Run)
 	if err != nil {
 		// The store may still hold some of the run's state: read it
 		// again rather than take the run for new.
-		a.fresh = false
+		a.st.fresh = false
 	}
 	return err
 }
@@ -257,16 +295,19 @@ func (a *commitActor) writeIntent(m *writeIntent) error {
 	return a.store.WriteIntent(ctx, m.intent)
 }
 
+// commitTurn writes a turn, then applies its changes to the run's state
+// the turn hands back and keeps that state again.
 func (a *commitActor) commitTurn(m *commitTurn) error {
 	ctx, cancel := a.storeCtx()
 	defer cancel()
-	c := m.commit
+	c, st := m.commit, a.st
+	st.lent = false
 	if err := a.store.CommitTurn(ctx, c); err != nil {
 		a.reset()
 		return err
 	}
-	a.next = c.Record.Turn + 1
-	if rs := a.runs.get(c.Record.Run); rs != nil {
+	st.next = c.Record.Turn + 1
+	if rs := m.run; rs != nil {
 		for _, k := range c.DedupDel {
 			delete(rs.Dedup, k)
 		}
@@ -276,6 +317,7 @@ func (a *commitActor) commitTurn(m *commitTurn) error {
 		for _, n := range c.FetchedAdd {
 			rs.Fetched[n] = true
 		}
+		st.runs.put(c.Record.Run, rs)
 	}
 	return nil
 }
@@ -323,7 +365,7 @@ func (a *commitActor) clientResult(m *messages.ClientResult) error {
 	if a.cfg.Events != nil {
 		ev := &messages.Event{Kind: EventToolResult, Session: a.session, Run: rec.Run, Turn: rec.Turn, CallId: m.CallId,
 			Tool: name, Status: msg.Status, Text: clipRedacted(a.cfg.Redactor, content, maxEventText),
-			Seq:          uint64(a.next-1)*seqPerTurn + clientResultSeqBase + uint64(rec.Turn%1000)*1000 + uint64(idx%1000),
+			Seq:          uint64(a.st.next-1)*seqPerTurn + clientResultSeqBase + uint64(rec.Turn%1000)*1000 + uint64(idx%1000),
 			TimeUnixNano: a.cfg.Clock().UnixNano()}
 		a.cfg.Events(ev)
 	}

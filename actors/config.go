@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -62,8 +61,8 @@ const (
 
 // LowerApproval returns the narrower of two approval policies: none is
 // narrower than ask, ask than all; "" counts as none. The operator's policy
-// is a ceiling (SPEC §16): a turn's approve goes through
-// LowerApproval(turn, ceiling).
+// is a ceiling (SPEC §16): Prepare lowers a turn's approve to every
+// ceiling with it (see Policy).
 func LowerApproval(a, b string) string {
 	if approvalRank(a) <= approvalRank(b) {
 		return a
@@ -161,8 +160,8 @@ type Config struct {
 	PastFixes func(ctx context.Context, session, tool, errText string) []string
 
 	// MaxApprove is the most any turn gets (SPEC §16): a turn's approve is
-	// lowered to it, never the other way. Default (""): ApproveAll, the
-	// turn decides.
+	// lowered to it, never the other way, once, when the turn is prepared
+	// (see Policy). Default (""): ApproveAll, the turn decides.
 	MaxApprove string
 	// Exclude lists tools no turn may call, whatever the turn's own
 	// exclude list says; they are unknown_tool to every turn.
@@ -177,11 +176,6 @@ type Config struct {
 	// nil, the default, traces nothing and costs nothing; the caller's
 	// trace context is still passed on to the session's member.
 	Tracer trace.Tracer
-
-	board  *questionBoard // set by start
-	preps  *preparedTurns // set by start
-	member bool           // a cluster member: replies name the member
-	drain  *drainBoard    // set by NewRouted: the hosted session actors' turns
 }
 
 // DefaultMaxConcurrency is half the CPU cores, at least 3.
@@ -204,15 +198,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("actors: Config.MaxTurnBytes must be between 0 (the default, %d) and %d, got %d", DefaultMaxTurnBytes, maxMaxTurnBytes, c.MaxTurnBytes)
 	}
 	return nil
-}
-
-// exclude returns the tools a turn that excludes turnExclude may not call:
-// the operator's and the turn's.
-func (c *Config) exclude(turnExclude []string) []string {
-	if len(c.Exclude) == 0 {
-		return turnExclude
-	}
-	return append(slices.Clip(c.Exclude), turnExclude...)
 }
 
 func (c Config) withDefaults() Config {

@@ -56,14 +56,6 @@ func pathsOverlap(a, b string) bool {
 	return strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
 }
 
-// takeStamp records the tool's stamp of what the call depends on (for the
-// file tools: each path's size, modification time and content hash).
-func (p *callPlan) takeStamp() {
-	if p.tool.Stamp != nil {
-		p.stamp = p.tool.Stamp(p.args)
-	}
-}
-
 func dedupEntry(p *callPlan, content string) *cachestore.DedupEntry {
 	e := &cachestore.DedupEntry{Key: p.dedupKey, Tool: p.name, Content: content, StaleOnMutation: p.tool.StaleOnMutation, Stamp: p.stamp}
 	if p.tool.Paths != nil {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -40,7 +39,7 @@ type Dispatcher struct {
 	// immutable after start
 	root   *actor.RootContext
 	pid    *actor.PID // the dispatcher actor; nil when the router hosts sessions itself
-	cfg    Config
+	cfg    *shared
 	router Router
 	system *actor.ActorSystem // set when the dispatcher owns its system
 	// idPrefix makes this dispatcher's request ids unique among the
@@ -52,7 +51,7 @@ type Dispatcher struct {
 	inflight sync.WaitGroup
 
 	mu      sync.Mutex
-	cancels map[uint64]func() // guarded by mu: running Dispatch calls
+	cancels map[uint64]func() // guarded by mu: running Dispatch calls, by Prepared.seq
 }
 
 // New starts a dispatcher in an actor system of its own; Close stops both.
@@ -69,14 +68,14 @@ func New(cfg Config) (*Dispatcher, error) {
 
 // Spawn starts a dispatcher actor inside the caller's actor system.
 func Spawn(root *actor.RootContext, cfg Config) (*Dispatcher, error) {
-	cfg, err := cfg.start()
+	sh, err := cfg.start()
 	if err != nil {
 		return nil, err
 	}
-	props := actor.PropsFromProducer(func() actor.Actor { return newDispatcherActor(cfg) },
+	props := actor.PropsFromProducer(func() actor.Actor { return newDispatcherActor(sh) },
 		actor.WithSupervisor(sessionSupervisor))
 	pid := root.SpawnPrefix(props, "tooldispatch")
-	return newDispatcher(root, cfg, &localRouter{root: root, pid: pid}, pid), nil
+	return newDispatcher(root, sh, &localRouter{root: root, pid: pid}, pid), nil
 }
 
 // NewRouted starts a dispatcher in sys whose requests go through the router
@@ -89,42 +88,32 @@ func Spawn(root *actor.RootContext, cfg Config) (*Dispatcher, error) {
 // (nothing was taken: ask again). Its turn results name sys's address as
 // the member.
 func NewRouted(sys *actor.ActorSystem, cfg Config, route func(sessions *actor.Props) (Router, error)) (*Dispatcher, error) {
-	cfg, err := cfg.start()
+	sh, err := cfg.start()
 	if err != nil {
 		return nil, err
 	}
-	cfg.member = true
-	cfg.drain = newDrainBoard()
-	props := actor.PropsFromProducer(func() actor.Actor { return newHostedSessionActor(cfg) },
+	sh.member = true
+	sh.drain = newDrainBoard()
+	props := actor.PropsFromProducer(func() actor.Actor { return newHostedSession(sh) },
 		actor.WithSupervisor(sessionSupervisor), actor.WithReceiverMiddleware(deferRebalance))
 	r, err := route(props)
 	if err != nil {
 		return nil, err
 	}
-	d := newDispatcher(sys.Root, cfg, r, nil)
+	d := newDispatcher(sys.Root, sh, r, nil)
 	d.system = sys
 	return d, nil
 }
 
-// start checks cfg and fills in what the dispatcher's actors share.
-func (cfg Config) start() (Config, error) {
-	if err := cfg.Validate(); err != nil {
-		return cfg, err
-	}
-	cfg = cfg.withDefaults()
-	cfg.board = newQuestionBoard()
-	cfg.preps = &preparedTurns{}
-	return cfg, nil
-}
-
-func newDispatcher(root *actor.RootContext, cfg Config, r Router, pid *actor.PID) *Dispatcher {
+func newDispatcher(root *actor.RootContext, cfg *shared, r Router, pid *actor.PID) *Dispatcher {
 	return &Dispatcher{root: root, pid: pid, cfg: cfg, router: r, cancels: map[uint64]func(){},
 		idPrefix: rand.Text()[:12] + "/"}
 }
 
 // PID is the dispatcher actor, for callers that talk to it with messages:
 // it accepts the session protocol (see Router): *messages.DispatchTurn
-// (reply *messages.TurnResult), *messages.ConfirmReply (reply
+// (reply *messages.TurnResult; the turn is prepared, under Config's
+// policy, when it reaches its session), *messages.ConfirmReply (reply
 // *messages.ConfirmAck) and the others. Nil for a dispatcher from
 // NewRouted.
 func (d *Dispatcher) PID() *actor.PID { return d.pid }
@@ -138,19 +127,36 @@ func (d *Dispatcher) Member() string {
 	return d.root.ActorSystem().Address()
 }
 
-// Prepare checks a turn and builds what it needs from the request alone
-// (its tools view, its chaos policy), once: a caller that wants to refuse
-// bad input before it starts anything (an HTTP 400, a usage error) calls
-// Prepare, then DispatchPrepared. Errors wrap ErrBadRequest (and
-// toolkit.ErrToolCollision for a client tool named like a built-in of the
-// provider's tools array); nothing ran.
+// Prepare checks a turn and builds what it needs from the request alone,
+// once (see Prepared): a caller that wants to refuse bad input before it
+// starts anything (an HTTP 400, a usage error) calls Prepare, then
+// DispatchPrepared. The turn's approve and exclude are settled under the
+// dispatcher's policy (Config.MaxApprove, Config.Exclude). Errors wrap
+// ErrBadRequest (and toolkit.ErrToolCollision for a client tool named
+// like a built-in of the provider's tools array); nothing ran. t is not
+// changed.
 func (d *Dispatcher) Prepare(t *messages.DispatchTurn) (*Prepared, error) {
-	p, err := prepare(&d.cfg, t)
+	return d.PrepareWith(t, Policy{})
+}
+
+// PrepareWith is Prepare under narrow as well as the dispatcher's policy:
+// the turn gets the lower approval and the exclusions of both (see
+// Policy).
+func (d *Dispatcher) PrepareWith(t *messages.DispatchTurn, narrow Policy) (*Prepared, error) {
+	seq := d.nextID.Add(1)
+	p, err := prepare(d.cfg, t, narrow, d.idPrefix+strconv.FormatUint(seq, 10))
 	if err != nil {
 		return nil, err
 	}
-	p.d = d
+	p.d, p.seq = d, seq
 	return p, nil
+}
+
+// ToolsView is the tools view a turn of provider with these client tools
+// and exclusions gets under the dispatcher's policy and narrow (the
+// exclusions Prepare settles): for listing a run's tools.
+func (d *Dispatcher) ToolsView(provider string, clientTools []*messages.ToolSpec, exclude []string, narrow Policy) (*toolkit.View, error) {
+	return d.cfg.view(provider, clientTools, mergeNames(d.cfg.Exclude, narrow.Exclude, exclude))
 }
 
 // Dispatch runs one turn and returns its result: one tool message per call,
@@ -165,40 +171,36 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t *messages.DispatchTurn) (*m
 	return d.DispatchPrepared(ctx, p)
 }
 
-// DispatchPrepared is Dispatch of a turn this dispatcher prepared.
+// DispatchPrepared is Dispatch of a turn this dispatcher prepared. A
+// Prepared is one request: dispatching it a second time is ErrBadRequest.
 func (d *Dispatcher) DispatchPrepared(ctx context.Context, p *Prepared) (*messages.TurnResult, error) {
-	if p == nil || p.d != d {
+	switch {
+	case p == nil || p.d != d:
 		return nil, fmt.Errorf("%w: the turn was not prepared by this dispatcher", ErrBadRequest)
-	}
-	if d.closing.Load() {
+	case !p.sent.CompareAndSwap(false, true):
+		return nil, fmt.Errorf("%w: the prepared turn was dispatched already; prepare it again", ErrBadRequest)
+	case d.closing.Load():
 		return nil, ErrClosed
 	}
-	traced, span := d.cfg.startDispatch(ctx, p.turn)
+	t := p.turn
+	span := d.cfg.startDispatch(ctx, t)
 	defer span.End()
 	d.inflight.Add(1)
 	defer d.inflight.Done()
-	id := d.nextID.Add(1)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	d.mu.Lock()
-	d.cancels[id] = cancel
+	d.cancels[p.seq] = cancel
 	d.mu.Unlock()
 	defer func() {
 		d.mu.Lock()
-		delete(d.cancels, id)
+		delete(d.cancels, p.seq)
 		d.mu.Unlock()
 	}()
 
-	t := withRequestID(traced, d.idPrefix+strconv.FormatUint(id, 10))
-	d.cfg.preps.put(t, p)
-	defer d.cfg.preps.drop(t)
-	res, err := d.router.Turn(cctx, t)
+	r, err := d.router.Turn(cctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("dispatching turn of session %q: %w", t.Session, err)
-	}
-	r, ok := res.(*messages.TurnResult)
-	if !ok {
-		return nil, fmt.Errorf("dispatching turn of session %q: unexpected reply %T", t.Session, res)
 	}
 	if r.Conflict {
 		return r, fmt.Errorf("%w: %s", ErrTurnIDConflict, r.Error)
@@ -209,30 +211,16 @@ func (d *Dispatcher) DispatchPrepared(ctx context.Context, p *Prepared) (*messag
 	return r, nil
 }
 
-// withRequestID returns a shallow copy of t (fields shared, read-only)
-// with RequestId set: the caller's message is not changed, and a turn of
-// 64 MiB of arguments is not copied.
-func withRequestID(t *messages.DispatchTurn, id string) *messages.DispatchTurn {
-	c := &messages.DispatchTurn{}
-	dst := c.ProtoReflect()
-	t.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		dst.Set(fd, v)
-		return true
-	})
-	c.RequestId = id
-	return c
-}
-
 // checkTurn refuses a turn that is malformed or whose arguments total more
 // than maxBytes.
 func checkTurn(t *messages.DispatchTurn, maxBytes int) error {
-	switch {
-	case t == nil:
+	if t == nil {
 		return fmt.Errorf("%w: no turn", ErrBadRequest)
-	case t.Session == "":
-		return fmt.Errorf("%w: the turn has no session id", ErrBadRequest)
-	case len(t.Session) > 256:
-		return fmt.Errorf("%w: session id longer than 256 bytes", ErrBadRequest)
+	}
+	if err := checkSessionID(t.Session); err != nil {
+		return err
+	}
+	switch {
 	case len(t.Run) > 256 || len(t.TurnId) > 256:
 		return fmt.Errorf("%w: run or turn id longer than 256 bytes", ErrBadRequest)
 	case t.Message == nil:
@@ -254,6 +242,17 @@ func checkTurn(t *messages.DispatchTurn, maxBytes int) error {
 	return nil
 }
 
+// checkSessionID refuses a turn's session id that cannot name a session.
+func checkSessionID(session string) error {
+	switch {
+	case session == "":
+		return fmt.Errorf("%w: the turn has no session id", ErrBadRequest)
+	case len(session) > 256:
+		return fmt.Errorf("%w: session id longer than 256 bytes", ErrBadRequest)
+	}
+	return nil
+}
+
 // Confirm answers a tool_confirm event. The reply is bound to the call id and
 // the hash of the call's canonical arguments and is used once.
 func (d *Dispatcher) Confirm(ctx context.Context, r *messages.ConfirmReply) (*messages.ConfirmAck, error) {
@@ -266,14 +265,13 @@ func (d *Dispatcher) Confirm(ctx context.Context, r *messages.ConfirmReply) (*me
 		r = proto.Clone(r).(*messages.ConfirmReply)
 		r.Traceparent, r.Tracestate = tp, ts
 	}
-	res, err := d.request(ctx, r.Session, r)
-	if err != nil {
-		endRequest(span, err)
-		return nil, err
+	if d.closing.Load() {
+		endRequest(span, ErrClosed)
+		return nil, ErrClosed
 	}
-	ack, ok := res.(*messages.ConfirmAck)
-	if !ok {
-		err := fmt.Errorf("confirming call %q: unexpected reply %T", r.CallId, res)
+	ack, err := d.router.Confirm(ctx, r)
+	if err != nil {
+		err = fmt.Errorf("confirming call %q: %w", r.CallId, err)
 		endRequest(span, err)
 		return nil, err
 	}
@@ -290,7 +288,9 @@ func (d *Dispatcher) EndRun(ctx context.Context, session, run string) error {
 	if session == "" || run == "" {
 		return fmt.Errorf("%w: ending a run needs session and run", ErrBadRequest)
 	}
-	return d.ack(ctx, session, &messages.EndRun{Session: session, Run: run}, "ending run "+strconv.Quote(run))
+	return d.ack("ending run "+strconv.Quote(run), func() (*messages.Ack, error) {
+		return d.router.EndRun(ctx, &messages.EndRun{Session: session, Run: run})
+	})
 }
 
 // Answer answers a question a tool is waiting on (ask_user, store_secret).
@@ -306,8 +306,10 @@ func (d *Dispatcher) AnswerWith(ctx context.Context, session, callID string, a t
 		return fmt.Errorf("%w: an answer needs session and call id", ErrBadRequest)
 	}
 	tp, ts, span := d.cfg.startRequest(ctx, spanAnswer, session, callID)
-	err := d.ack(ctx, session, &messages.AnswerQuestion{Session: session, CallId: callID, Text: a.Text,
-		Declined: a.Declined, Origins: a.Origins, Traceparent: tp, Tracestate: ts}, "answering "+strconv.Quote(callID))
+	err := d.ack("answering "+strconv.Quote(callID), func() (*messages.Ack, error) {
+		return d.router.Answer(ctx, &messages.AnswerQuestion{Session: session, CallId: callID, Text: a.Text,
+			Declined: a.Declined, Origins: a.Origins, Traceparent: tp, Tracestate: ts})
+	})
 	endRequest(span, err)
 	return err
 }
@@ -320,30 +322,25 @@ func (d *Dispatcher) ClientResult(ctx context.Context, session, callID, content 
 		return fmt.Errorf("%w: a client result needs session and call id", ErrBadRequest)
 	}
 	tp, ts, span := d.cfg.startRequest(ctx, spanClientResult, session, callID)
-	err := d.ack(ctx, session, &messages.ClientResult{Session: session, CallId: callID, Content: content, IsError: isError,
-		Traceparent: tp, Tracestate: ts}, "client result for "+strconv.Quote(callID))
+	err := d.ack("client result for "+strconv.Quote(callID), func() (*messages.Ack, error) {
+		return d.router.ClientResult(ctx, &messages.ClientResult{Session: session, CallId: callID, Content: content, IsError: isError,
+			Traceparent: tp, Tracestate: ts})
+	})
 	endRequest(span, err)
 	return err
 }
 
-// ack sends a request whose reply is a *messages.Ack and returns its error.
-func (d *Dispatcher) ack(ctx context.Context, session string, msg any, what string) error {
-	res, err := d.request(ctx, session, msg)
-	if err != nil {
-		return err
+// ack sends a request whose reply is a *messages.Ack (what names it) and
+// returns its error.
+func (d *Dispatcher) ack(what string, send func() (*messages.Ack, error)) error {
+	if d.closing.Load() {
+		return ErrClosed
 	}
-	a, ok := res.(*messages.Ack)
-	if !ok {
-		return fmt.Errorf("%s: unexpected reply %T", what, res)
+	a, err := send()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return ackErr(a)
-}
-
-func (d *Dispatcher) request(ctx context.Context, session string, msg any) (any, error) {
-	if d.closing.Load() {
-		return nil, ErrClosed
-	}
-	return d.router.Request(ctx, session, msg)
 }
 
 // Store returns the store the dispatcher writes, for reading sessions back.

@@ -20,13 +20,20 @@ type envelope struct {
 // this record: the commit actor's state (next turn number, the runs'
 // de-duplication tables and fetched schemas), kept for the next activation
 // until the session has been idle for Config.SessionIdle.
+//
+// The state has one owner at a time, and moves: start hands it to the new
+// session actor (which hands it to its commit actor) and the entry keeps
+// none; when the session is idle its commit actor hands it back
+// (stateReleased) before the session actor is stopped. A session actor
+// that stops otherwise takes its state with it: the next activation loads
+// the session from the store.
 type sessionEntry struct {
 	session   string
-	pid       *actor.PID // the session's actor; nil while it has none
-	forwarded uint64     // messages sent to this incarnation
-	stopping  bool       // pid was asked to stop; its Terminated has not come
-	held      []envelope // messages that arrived while stopping
-	state     sessionState
+	pid       *actor.PID    // the session's actor; nil while it has none
+	forwarded uint64        // messages sent to this incarnation
+	stopping  bool          // pid was asked for its state, to stop it; its Terminated has not come
+	held      []envelope    // messages that arrived while stopping
+	state     *sessionState // nil while an actor owns it, or when there is none to keep
 
 	// On the idle list (pid == nil): ordered by idleAt, the dispatcher's
 	// clock reading when the last actor terminated.
@@ -39,7 +46,7 @@ type sessionEntry struct {
 // the session's state between activations and drops it (passivation) after
 // Config.SessionIdle without work.
 type dispatcherActor struct {
-	cfg      Config
+	cfg      *shared
 	sessions map[string]*sessionEntry // by session id
 	byPID    map[string]*sessionEntry // by the id of the session's live actor
 
@@ -68,7 +75,7 @@ type drained struct{}
 // drainTimeout bounds the wait for stopping sessions on Close.
 const drainTimeout = 10 * time.Second
 
-func newDispatcherActor(cfg Config) *dispatcherActor {
+func newDispatcherActor(cfg *shared) *dispatcherActor {
 	return &dispatcherActor{cfg: cfg, sessions: map[string]*sessionEntry{}, byPID: map[string]*sessionEntry{}, epoch: time.Now()}
 }
 
@@ -80,8 +87,12 @@ var sessionSupervisor = actor.NewOneForOneStrategy(0, 0, func(any) actor.Directi
 
 func (a *dispatcherActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *Prepared:
+		a.route(ctx, m.turn.Session, m, true)
 	case *messages.DispatchTurn:
-		if err := checkTurn(m, a.cfg.MaxTurnBytes); err != nil {
+		// Prepared when it reaches its session; here only its session id
+		// is looked at, to route it.
+		if err := checkSessionID(m.GetSession()); err != nil {
 			ctx.Respond(&messages.TurnResult{Session: m.GetSession(), Error: err.Error()})
 			return
 		}
@@ -106,6 +117,8 @@ func (a *dispatcherActor) Receive(ctx actor.Context) {
 		a.routeJob(ctx, m.Session, m)
 	case *sessionIdle:
 		a.passivate(ctx, m)
+	case *stateReleased:
+		a.released(ctx, m)
 	case *actor.Terminated:
 		a.terminated(ctx, m.Who)
 	case *sweepIdle:
@@ -156,18 +169,24 @@ func (a *dispatcherActor) route(ctx actor.Context, session string, msg any, crea
 	return true
 }
 
-// start spawns the session's actor, handing it the kept state. Only one
-// actor of a session exists at a time (start runs when the entry has none,
-// and after the previous one's Terminated), so the state has one writer.
+// start spawns the session's actor and hands it the kept state (a new
+// one when none is kept): the entry keeps none while the actor lives.
+// Only one actor of a session exists at a time (start runs when the entry
+// has none, and after the previous one's Terminated).
 func (a *dispatcherActor) start(ctx actor.Context, e *sessionEntry) {
-	cfg, session, st := a.cfg, e.session, &e.state
-	e.pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newSessionActor(cfg, session, st) }))
+	cfg, session, st := a.cfg, e.session, e.state
+	if st == nil {
+		st = &sessionState{}
+	}
+	e.state = nil
+	e.pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newChildSession(cfg, session, st) }))
 	e.forwarded = 0
 	a.byPID[e.pid.Id] = e
 }
 
-// passivate stops a session actor that reported it has no work, when
-// nothing is in flight to it.
+// passivate asks a session actor that reported it has no work, when
+// nothing is in flight to it, for its state; released stops it once the
+// state is back. Messages for the session are held from here on.
 func (a *dispatcherActor) passivate(ctx actor.Context, m *sessionIdle) {
 	e := a.byPID[ctx.Sender().GetId()]
 	if e == nil || e.stopping || e.forwarded != m.received || a.draining {
@@ -175,6 +194,17 @@ func (a *dispatcherActor) passivate(ctx actor.Context, m *sessionIdle) {
 	}
 	e.stopping = true
 	a.stopping++
+	ctx.Request(e.pid, &releaseState{session: e.session})
+}
+
+// released keeps the state a stopping session's commit actor handed back
+// and stops the session actor.
+func (a *dispatcherActor) released(ctx actor.Context, m *stateReleased) {
+	e := a.sessions[m.session]
+	if e == nil || e.pid == nil || !e.stopping {
+		return
+	}
+	e.state = m.state
 	ctx.Poison(e.pid)
 }
 
@@ -192,17 +222,15 @@ func (a *dispatcherActor) terminated(ctx actor.Context, who *actor.PID) {
 		return
 	}
 	delete(a.byPID, who.Id)
-	clean := e.stopping // stopped because it had no work, not by a failure
-	e.pid, e.stopping = nil, false
-	if clean {
+	if e.stopping {
 		a.stopping--
 		defer a.drainDone(ctx)
 	}
-	if !clean {
-		// It may have stopped in the middle of a turn: what it cached
-		// is reloaded from the store.
-		e.state = sessionState{}
-	}
+	// Stopped because it had no work, with its state handed back; any
+	// other stop (a failure, the dispatcher stopping) took the state with
+	// it, and the next activation reloads from the store.
+	clean := e.stopping && e.state != nil
+	e.pid, e.stopping = nil, false
 	switch {
 	case len(e.held) != 0:
 		held := e.held
@@ -215,7 +243,6 @@ func (a *dispatcherActor) terminated(ctx actor.Context, who *actor.PID) {
 	case !clean || a.stopped:
 		delete(a.sessions, e.session)
 	default:
-		e.state.runs.shrink()
 		e.idleAt = time.Since(a.epoch)
 		a.pushIdle(e)
 		a.arm(ctx)

@@ -1,28 +1,47 @@
 // Package actors runs turns of tool calls on protoactor-go actors.
 //
-// The tree (one concern each, goroutine mailboxes):
+// The tree (one concern each):
 //
-//	dispatcher ── session (one per session id, passivated when idle)
+//	dispatcher ── session (one per session id, only while it has work)
 //	                ├── commit (single writer of everything the session persists)
 //	                └── turn (one per turn, one at a time per session)
-//	                      ├── preflight (pass 1, one call at a time)
+//	                      ├── preflight (pass 1 from the first call that waits)
 //	                      └── pool (pass 2) ── call (at most MaxConcurrency, reused from call to call)
 //
-// Actors share state by messages, with these exceptions, each small and
-// guarded: a turn's emitter (a mutex orders the event numbers its pool and
-// call actors take), the settle state of a running call (an atomic the call
-// actor and the pool's watchdog race on; the first to swap it decides), the
-// question board of ask_user (a mutex; answers come from outside the tree),
-// the Dispatcher's map of cancel functions (a mutex), the turns Dispatch
-// prepared, handed to their turn actors (a sync.Map, each entry taken once)
-// and the process-wide count of abandoned calls (atomics, read by
+// The commit and call actors, which wait (on the store, on tools), have
+// a mailbox goroutine each; the dispatcher and session actors too. The
+// turn, preflight and pool actors wait on nothing inside Receive (no I/O,
+// no store call, no person), so they run on protoactor's synchronized
+// dispatcher, on the goroutine of whoever sends to them: pass 1 runs the
+// rules of SPEC §3 one call at a time inside the turn's Receive, and hands
+// what has to wait (a confirmation, a file stamp) to a preflight actor,
+// which takes it on a goroutine of its own and goes on when the answer
+// comes back as a message.
+//
+// A turn is prepared once (Prepare, or on arrival from another member):
+// its policy settled, its tools view built, its calls' arguments parsed.
+// In this process the *Prepared itself is the message that carries the
+// turn to its session's actors.
+//
+// Actors share state by messages. What is owned moves: a session's loaded
+// state goes from the dispatcher to the session's commit actor and back
+// when the session is idle, and a run's state is lent by the commit actor
+// to the turn (and by the turn to pass 1) and handed back with the commit.
+// The exceptions, each small and guarded: a turn's emitter (a mutex orders
+// the event numbers its pool and call actors take), the settle state of a
+// running call (an atomic the call actor and the pool's watchdog race on;
+// the first to swap it decides), the question board of ask_user (a mutex;
+// answers come from outside the tree), the Dispatcher's map of cancel
+// functions (a mutex), the drain board of a cluster member (a mutex) and
+// the process-wide count of abandoned calls (atomics, read by
 // AbandonedCalls).
 //
 // Use New for a dispatcher that owns its actor system, or Spawn to run one
 // inside the caller's system. Every request gets exactly one reply. A
 // session actor speaks one protocol, the protobuf requests of package
-// messages (see Router), so the same actor serves in one process and as a
-// cluster grain (package actors/cluster, through NewRouted).
+// messages (see Router), so the same session code serves in one process
+// and as a cluster grain (package actors/cluster, through NewRouted); every
+// event of a turn carries its request id.
 //
 // The package knows tools only through toolkit (which also holds the rules
 // that read a call: toolkit.ResolveCall) and storage only through

@@ -47,19 +47,20 @@ const clientResultSeqBase = 500_000_000
 // tool goroutines, so it is guarded by mu; it belongs to one turn and is
 // dropped with it.
 type emitter struct {
-	sink     func(*messages.Event) // immutable
-	session  string                // immutable
-	run      string                // immutable
-	turn     int64                 // immutable
-	clock    func() time.Time      // immutable
-	redactor toolkit.Redactor      // immutable; may be nil
+	sink      func(*messages.Event) // immutable
+	session   string                // immutable
+	run       string                // immutable
+	turn      int64                 // immutable
+	requestID string                // immutable: the turn's DispatchTurn.request_id
+	clock     func() time.Time      // immutable
+	redactor  toolkit.Redactor      // immutable; may be nil
 
 	mu sync.Mutex
 	n  uint64 // guarded by mu
 }
 
-func newEmitter(cfg *Config, session, run string, turn int64) *emitter {
-	return &emitter{sink: cfg.Events, session: session, run: run, turn: turn, clock: cfg.Clock, redactor: cfg.Redactor}
+func newEmitter(cfg *Config, session, run string, turn int64, requestID string) *emitter {
+	return &emitter{sink: cfg.Events, session: session, run: run, turn: turn, requestID: requestID, clock: cfg.Clock, redactor: cfg.Redactor}
 }
 
 // active reports whether anyone receives events.
@@ -80,7 +81,7 @@ func (e *emitter) emit(ev *messages.Event) {
 
 // send stamps ev, redacted already, and hands it to the sink.
 func (e *emitter) send(ev *messages.Event) {
-	ev.Session, ev.Run, ev.Turn = e.session, e.run, e.turn
+	ev.Session, ev.Run, ev.Turn, ev.RequestId = e.session, e.run, e.turn, e.requestID
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.n++

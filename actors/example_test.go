@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -137,4 +138,49 @@ func ExampleConfig_approver() {
 	// asked: run_command {"argv":["echo","hello"]}
 	// c1 edit_file skipped true false
 	// c2 run_command ok false true
+}
+
+// A front end with a policy of its own prepares turns under it: here no
+// call that changes things runs, whatever the turn asks. The prepared turn
+// is refused before anything runs if it is bad input, and every event of
+// its turn carries its request id.
+func ExampleDispatcher_PrepareWith() {
+	reg := toolkit.NewRegistry()
+	toolkit.RegisterMeta(reg)
+	reg.Register(toolkit.Typed(toolkit.Tool{Name: "note", Description: "Writes a note.", AlwaysInArray: true},
+		func(ctx context.Context, in struct {
+			Text string `json:"text"`
+		}) (string, error) {
+			return "noted", nil
+		}))
+	store := cachestore.NewMemory()
+	defer store.Close()
+
+	var mu sync.Mutex
+	byRequest := map[string]int{}
+	d, err := actors.New(actors.Config{Registry: reg, Store: store, Events: func(e *messages.Event) {
+		mu.Lock()
+		byRequest[e.RequestId]++
+		mu.Unlock()
+	}})
+	if err != nil {
+		panic(err)
+	}
+	defer d.Close(context.Background())
+
+	p, err := d.PrepareWith(&messages.DispatchTurn{
+		Session: "s1", Approve: actors.ApproveAll, AutoLoadSchemas: true,
+		Message: messages.NewTurn(messages.NewCall("c1", "note", map[string]any{"text": "hi"})),
+	}, actors.Policy{MaxApprove: actors.ApproveNone})
+	if err != nil {
+		panic(err) // bad input: nothing ran
+	}
+	res, err := d.DispatchPrepared(context.Background(), p)
+	if err != nil {
+		panic(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	fmt.Println(p.Approve(), res.Messages[0].Status, byRequest[p.RequestID()] > 0, len(byRequest))
+	// Output: none skipped true 1
 }

@@ -27,6 +27,18 @@ type turnFinished struct {
 	failed bool
 }
 
+// releaseState asks a child session actor that is idle for its state,
+// which its commit actor hands to the dispatcher (stateReleased) before
+// the dispatcher stops the session actor.
+type releaseState struct{ session string }
+
+// stateReleased hands a session's state back to the dispatcher: the
+// commit actor that sent it keeps none.
+type stateReleased struct {
+	session string
+	state   *sessionState
+}
+
 // commit actor requests and replies.
 type prepareTurn struct {
 	run       string
@@ -34,9 +46,12 @@ type prepareTurn struct {
 	callsHash string // of the turn's calls, when turnID is set
 }
 
+// prepared answers a prepareTurn. run is lent to the turn: the commit
+// actor keeps no reference to it until commitTurn hands it back (a turn
+// that does not commit is followed by a resetState, which forgets it).
 type prepared struct {
 	next   int64
-	run    *cachestore.RunState // read-only for the turn
+	run    *cachestore.RunState
 	replay *messages.TurnRecord
 	// conflict: turnID names a committed turn with other calls (replay
 	// holds it).
@@ -46,7 +61,13 @@ type prepared struct {
 
 type writeIntent struct{ intent *cachestore.Intent }
 
-type commitTurn struct{ commit *cachestore.TurnCommit }
+// commitTurn asks the commit actor to write a turn and hands back the
+// run's state the turn was lent (nil for none), to which the commit
+// actor applies the turn's changes once they are durable.
+type commitTurn struct {
+	commit *cachestore.TurnCommit
+	run    *cachestore.RunState
+}
 
 type storeDone struct{ err error }
 
@@ -61,8 +82,12 @@ type callPlan struct {
 	dedupKey string
 	// stamp is the tool's Stamp of what the call depends on, taken before
 	// it runs; a de-duplication entry is replayed only while it still holds.
-	stamp    string
-	readOnly bool
+	// stamped: it was taken (or the tool has none); stampFailed: taking
+	// it panicked, and no entry is replayed for the call.
+	stamp       string
+	stamped     bool
+	stampFailed bool
+	readOnly    bool
 	// decided is set when pass 1 ended the call.
 	decided *messages.ToolMessage
 	// dupOf >= 0: an identical earlier call of this turn runs instead.
@@ -78,8 +103,12 @@ type callPlan struct {
 	boundState string
 }
 
-// preflightDone is pass 1's reply to its turn.
-type preflightDone struct{ plans []*callPlan }
+// preflightDone is pass 1's reply to its turn, with the run's state the
+// turn lent it.
+type preflightDone struct {
+	plans []*callPlan
+	run   *cachestore.RunState
+}
 
 // runCalls asks the pool to run the executable calls of a turn.
 type runCalls struct {

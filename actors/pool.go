@@ -41,7 +41,7 @@ func AbandonedCalls() (total, running int64) {
 
 // poolInput is everything pass 2 needs; immutable.
 type poolInput struct {
-	cfg       Config
+	cfg       *shared
 	em        *emitter
 	view      *toolkit.View
 	session   string
@@ -53,24 +53,21 @@ type poolInput struct {
 	log       zerolog.Logger // the turn's logger (with its trace ids)
 }
 
-// watchdogFired fires when a call outlived its timeout plus grace, or the
-// cancel grace after the turn was canceled.
-type watchdogFired struct {
-	idx    int
-	status toolkit.Status
-}
-
-// watchdogTick fires at the earliest deadline (timeout plus grace) of the
-// calls the pool has started; the pool abandons every call past its deadline.
+// watchdogTick fires at the earliest deadline of the calls the pool has
+// started (timeout plus grace, or the cancel grace once the turn was
+// canceled); the pool abandons every call past its deadline.
 type watchdogTick struct{}
 
 // running is one call the pool has started.
 type running struct {
 	plan     *callPlan
 	started  time.Time
-	deadline time.Time // timeout plus grace: abandoned after it
-	pid      *actor.PID
-	text     callText // the call's streamed output; closed once its outcome is recorded
+	deadline time.Time // abandoned after it: timeout plus grace, or the cancel grace
+	// graceEnds: the deadline is the cancel grace of a canceled turn (the
+	// call is abandoned canceled, not timeout).
+	graceEnds bool
+	pid       *actor.PID
+	text      callText // the call's streamed output; closed once its outcome is recorded
 	// state settles who ends the call: the call actor when its tool
 	// returns (callRunning → callReturned) or the watchdog when it gives up
 	// on it (callRunning → callAbandoned); whichever comes second knows.
@@ -94,7 +91,8 @@ type running struct {
 // answers its own call with an error and is stopped, and its slot is freed
 // when it has terminated; a call actor whose call is abandoned is stopped and
 // never reused. One watchdog timer per pool, set to the earliest deadline of
-// the running calls, replaces a timer per call.
+// the running calls (timeout plus grace, or, once the turn is canceled,
+// the cancel grace), replaces a timer per call.
 type poolActor struct {
 	in     *poolInput
 	ctx    context.Context
@@ -113,10 +111,8 @@ type poolActor struct {
 	done     bool
 	writing  []*callPlan // the segment whose intent is being written
 
-	timer *time.Timer // the watchdog; fires at timerAt
-	// graceTimers end the calls of a canceled turn that ignore it.
-	graceTimers []*time.Timer
-	timerAt     time.Time // zero when the timer is not armed
+	timer   *time.Timer // the watchdog; fires at timerAt
+	timerAt time.Time   // zero when the timer is not armed
 }
 
 func newPoolActor(in *poolInput) *poolActor {
@@ -138,8 +134,6 @@ func (a *poolActor) Receive(ctx actor.Context) {
 		a.finished(ctx, m)
 	case *storeDone:
 		a.intentWritten(ctx, m.err)
-	case *watchdogFired:
-		a.watchdog(ctx, m)
 	case *watchdogTick:
 		a.watchdogTick(ctx)
 	case *messages.CancelTurn:
@@ -155,9 +149,6 @@ func (a *poolActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		if a.timer != nil {
 			a.timer.Stop()
-		}
-		for _, t := range a.graceTimers {
-			t.Stop()
 		}
 	}
 }
@@ -298,7 +289,11 @@ func (a *poolActor) watchdogTick(ctx actor.Context) {
 			continue
 		}
 		if !now.Before(r.deadline) {
-			a.watchdog(ctx, &watchdogFired{idx: idx, status: toolkit.StatusTimeout})
+			st := toolkit.StatusTimeout
+			if r.graceEnds {
+				st = toolkit.StatusCanceled
+			}
+			a.abandon(ctx, idx, st)
 			continue
 		}
 		if next.IsZero() || r.deadline.Before(next) {
@@ -338,8 +333,10 @@ func (a *poolActor) finished(ctx actor.Context, o *callOutcome) {
 	a.launch(ctx)
 }
 
-func (a *poolActor) watchdog(ctx actor.Context, m *watchdogFired) {
-	r := a.byIdx[m.idx]
+// abandon reports a call that outlived its deadline as status and frees
+// its slot, unless its tool has just returned.
+func (a *poolActor) abandon(ctx actor.Context, idx int, status toolkit.Status) {
+	r := a.byIdx[idx]
 	if r == nil || r.finished {
 		return
 	}
@@ -348,15 +345,15 @@ func (a *poolActor) watchdog(ctx actor.Context, m *watchdogFired) {
 	}
 	p := r.plan
 	text := fmt.Sprintf("timed out after %s; the tool did not stop when asked, so its work may go on in the background.", p.tool.EffectiveTimeout())
-	if m.status == toolkit.StatusCanceled {
+	if status == toolkit.StatusCanceled {
 		text = "canceled: the turn was canceled; the tool did not stop when asked, so its work may go on in the background."
 	}
-	a.record(r, &callOutcome{idx: p.idx, msg: toolMsg(p, m.status, text)})
+	a.record(r, &callOutcome{idx: p.idx, msg: toolMsg(p, status, text)})
 	abandonedTotal.Add(1)
 	abandonedRunning.Add(1)
 	a.in.cfg.Observer.Abandoned(p.name)
 	a.in.log.Warn().Str("session", a.in.session).Str("tool", p.name).Str("call", p.id).
-		Str("status", string(m.status)).Msg("abandoned a call that did not return")
+		Str("status", string(status)).Msg("abandoned a call that did not return")
 	a.inflight--
 	// The call actor is never handed another call, and is stopped with
 	// the pool: a Stop sent here as well reaches a dead actor (a dead
@@ -371,13 +368,13 @@ func (a *poolActor) cancelTurn(ctx actor.Context) {
 	a.canceled = true
 	a.notStarted(a.queue, toolkit.StatusCanceled, "canceled: the turn was canceled before this call started; it did not run.")
 	a.queue = nil
-	self, sys := ctx.Self(), ctx.ActorSystem()
-	for idx, r := range a.byIdx {
-		if !r.finished {
-			idx := idx
-			a.graceTimers = append(a.graceTimers, time.AfterFunc(a.in.cfg.CancelGrace, func() {
-				sys.Root.Send(self, &watchdogFired{idx: idx, status: toolkit.StatusCanceled})
-			}))
+	// The running calls get the cancel grace to return, on the one
+	// watchdog timer.
+	at := time.Now().Add(a.in.cfg.CancelGrace)
+	for _, r := range a.byIdx {
+		if !r.finished && at.Before(r.deadline) {
+			r.deadline, r.graceEnds = at, true
+			a.arm(ctx, at)
 		}
 	}
 	if a.inflight == 0 && a.writing == nil {

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"context"
 	"errors"
 
 	"github.com/tooldispatch/tooldispatch/toolkit"
@@ -14,20 +13,16 @@ const checkCanceledText = "not run: the turn was canceled while the call's argum
 // check validates a call's arguments within its turn: the turn's context
 // (a cancellation stops pattern matching) and the turn's pattern-matching
 // budget, which the turn's calls share.
-func (a *preflightActor) check(schema *toolkit.Schema, args toolkit.Args) error {
+func (a *pass1) check(schema *toolkit.Schema, args toolkit.Args) error {
 	if a.budget == nil {
 		a.budget = a.in.cfg.Registry.Schemas.NewTurnBudget()
 	}
-	ctx := a.in.turnCtx
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	return schema.Check(ctx, args.Value, a.budget)
+	return schema.Check(a.in.turnCtx, args.Value, a.budget)
 }
 
 // refuse decides a call whose arguments failed their check: canceled when
 // the turn's cancellation stopped the check, invalid_args otherwise.
-func (a *preflightActor) refuse(p *callPlan, err error) *callPlan {
+func (a *pass1) refuse(p *callPlan, err error) verdict {
 	if errors.Is(err, toolkit.ErrCheckCanceled) {
 		return a.decide(p, toolkit.StatusCanceled, checkCanceledText)
 	}

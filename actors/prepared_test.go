@@ -11,8 +11,8 @@ import (
 
 // TestPrepareOnceAndTaken: Prepare refuses bad client tools and chaos
 // policies as bad requests (a collision also as toolkit.ErrToolCollision);
-// a prepared turn is taken by its turn actor, so nothing is left behind,
-// and only the dispatcher that prepared it runs it.
+// a prepared turn is one request, run once and only by the dispatcher that
+// prepared it, and the caller's turn is not changed.
 func TestPrepareOnceAndTaken(t *testing.T) {
 	h := newHarness(t, nil)
 	bad := turn("s1", "r1")
@@ -40,10 +40,11 @@ func TestPrepareOnceAndTaken(t *testing.T) {
 	if tr.RequestId != "" {
 		t.Errorf("the caller's turn was changed: request id %q", tr.RequestId)
 	}
-	n := 0
-	h.d.cfg.preps.m.Range(func(any, any) bool { n++; return true })
-	if n != 0 {
-		t.Errorf("%d prepared turns left behind", n)
+	if p.RequestID() == "" || p.Turn().RequestId != p.RequestID() {
+		t.Errorf("request id %q, the request's %q", p.RequestID(), p.Turn().RequestId)
+	}
+	if _, err := h.d.DispatchPrepared(context.Background(), p); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("a prepared turn ran twice: %v", err)
 	}
 	other := newHarness(t, nil)
 	if _, err := other.d.DispatchPrepared(context.Background(), p); !errors.Is(err, ErrBadRequest) {

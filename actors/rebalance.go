@@ -18,7 +18,7 @@ type rebalance struct{}
 func deferRebalance(next actor.ReceiverFunc) actor.ReceiverFunc {
 	return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
 		if _, ok := env.Message.(*actor.PoisonPill); ok {
-			if a, ok := c.Actor().(*sessionActor); ok && a.busy() && (a.cfg.drain == nil || !a.cfg.drain.draining.Load()) {
+			if a, ok := c.Actor().(*hostedSession); ok && a.busy() && !a.cfg.drain.draining.Load() {
 				next(c, actor.WrapEnvelope(&rebalance{}))
 				return
 			}
@@ -27,14 +27,9 @@ func deferRebalance(next actor.ReceiverFunc) actor.ReceiverFunc {
 	}
 }
 
-// busy reports whether the actor has a turn or job running or queued.
-func (a *sessionActor) busy() bool {
-	return a.current != nil || len(a.queue) != 0
-}
-
 // leaveWhenIdle stops a hosted actor that was rebalanced away once it has
 // nothing left to do.
-func (a *sessionActor) leaveWhenIdle(ctx actor.Context) {
+func (a *hostedSession) leaveWhenIdle(ctx actor.Context) {
 	if a.leaving && !a.busy() && !a.passivating && !a.stopping {
 		a.passivating = true
 		ctx.Poison(ctx.Self())

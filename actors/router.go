@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -11,25 +12,30 @@ import (
 )
 
 // Router carries the session protocol from a Dispatcher to the sessions'
-// actors. The protocol is protobuf messages only, so a router may cross
-// processes: *messages.DispatchTurn (reply *messages.TurnResult),
-// *messages.CancelTurn (no reply), *messages.ConfirmReply (reply
-// *messages.ConfirmAck), and *messages.AnswerQuestion, *messages.ClientResult
-// and *messages.EndRun (reply *messages.Ack).
+// actors, one method per request. The local router sends them to the
+// dispatcher actor, which keeps one session actor per session id; a
+// cluster member's router (package actors/cluster) sends them to the
+// session's grain on whichever member hosts it.
 //
-// The local router sends them to the dispatcher actor, which keeps one
-// session actor per session id; a cluster member's router (package
-// actors/cluster) sends them to the session's grain on whichever member
-// hosts it. A reply *actor.DeadLetterResponse means the session actor was
-// stopping and took nothing: the router asks again.
+// A session actor takes the protobuf requests of package messages
+// (*messages.DispatchTurn, *messages.CancelTurn, *messages.ConfirmReply,
+// *messages.AnswerQuestion, *messages.ClientResult, *messages.EndRun),
+// wherever they come from, and in this process a *Prepared in place of a
+// DispatchTurn (its prepared view travels with it; a DispatchTurn is
+// prepared when it arrives). A reply *actor.DeadLetterResponse means the
+// session actor was stopping and took nothing: the router asks again.
+// ReplyAs turns a reply into the type a method returns.
 type Router interface {
-	// Turn sends t (its RequestId set) and returns the reply. When ctx
-	// ends first it sends a *messages.CancelTurn naming t.RequestId and
-	// still waits for the reply: the canceled turn commits what ran.
-	Turn(ctx context.Context, t *messages.DispatchTurn) (any, error)
-	// Request sends one of the other requests for session and returns the
-	// reply, waiting at most until ctx's deadline.
-	Request(ctx context.Context, session string, msg any) (any, error)
+	// Turn sends turn p (p.Turn().RequestId set) and returns its result.
+	// When ctx ends first it sends CancelOf(p.Turn()) and still waits for
+	// the result: the canceled turn commits what ran.
+	Turn(ctx context.Context, p *Prepared) (*messages.TurnResult, error)
+	// Confirm, Answer, ClientResult and EndRun send one request to its
+	// session and return the reply, waiting at most until ctx's deadline.
+	Confirm(ctx context.Context, r *messages.ConfirmReply) (*messages.ConfirmAck, error)
+	Answer(ctx context.Context, a *messages.AnswerQuestion) (*messages.Ack, error)
+	ClientResult(ctx context.Context, r *messages.ClientResult) (*messages.Ack, error)
+	EndRun(ctx context.Context, e *messages.EndRun) (*messages.Ack, error)
 	// Close stops what the router started. The Dispatcher calls it once,
 	// after its running calls ended.
 	Close() error
@@ -49,16 +55,30 @@ func CancelOf(t *messages.DispatchTurn) *messages.CancelTurn {
 	return &messages.CancelTurn{Session: t.Session, RequestId: t.RequestId, Traceparent: t.Traceparent, Tracestate: t.Tracestate}
 }
 
+// ReplyAs returns the reply res of a session request as a T, or err; a
+// reply of another type is an error naming it. For Router implementations.
+func ReplyAs[T any](res any, err error) (T, error) {
+	var zero T
+	if err != nil {
+		return zero, err
+	}
+	r, ok := res.(T)
+	if !ok {
+		return zero, fmt.Errorf("unexpected reply %T, want %T", res, zero)
+	}
+	return r, nil
+}
+
 // localRouter routes through the dispatcher actor of this actor system.
 type localRouter struct {
 	root *actor.RootContext
 	pid  *actor.PID
 }
 
-func (r *localRouter) Turn(ctx context.Context, t *messages.DispatchTurn) (any, error) {
-	f := r.root.RequestFuture(r.pid, t, requestTimeout)
+func (r *localRouter) Turn(ctx context.Context, p *Prepared) (*messages.TurnResult, error) {
+	f := r.root.RequestFuture(r.pid, p, requestTimeout)
 	if ctx.Done() == nil {
-		return f.Result()
+		return ReplyAs[*messages.TurnResult](f.Result())
 	}
 	var res any
 	var err error
@@ -70,13 +90,29 @@ func (r *localRouter) Turn(ctx context.Context, t *messages.DispatchTurn) (any, 
 	select {
 	case <-done:
 	case <-ctx.Done():
-		r.root.Send(r.pid, CancelOf(t))
+		r.root.Send(r.pid, CancelOf(p.turn))
 		<-done
 	}
-	return res, err
+	return ReplyAs[*messages.TurnResult](res, err)
 }
 
-func (r *localRouter) Request(ctx context.Context, _ string, msg any) (any, error) {
+func (r *localRouter) Confirm(ctx context.Context, m *messages.ConfirmReply) (*messages.ConfirmAck, error) {
+	return ReplyAs[*messages.ConfirmAck](r.request(ctx, m))
+}
+
+func (r *localRouter) Answer(ctx context.Context, m *messages.AnswerQuestion) (*messages.Ack, error) {
+	return ReplyAs[*messages.Ack](r.request(ctx, m))
+}
+
+func (r *localRouter) ClientResult(ctx context.Context, m *messages.ClientResult) (*messages.Ack, error) {
+	return ReplyAs[*messages.Ack](r.request(ctx, m))
+}
+
+func (r *localRouter) EndRun(ctx context.Context, m *messages.EndRun) (*messages.Ack, error) {
+	return ReplyAs[*messages.Ack](r.request(ctx, m))
+}
+
+func (r *localRouter) request(ctx context.Context, msg any) (any, error) {
 	return r.root.RequestFuture(r.pid, msg, waitFor(ctx)).Result()
 }
 

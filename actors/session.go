@@ -47,40 +47,27 @@ func ackErr(a *messages.Ack) error {
 	return errors.New(a.GetError())
 }
 
-// queued is a turn, end-run or client result waiting for the session's
-// current turn: a *messages.DispatchTurn, *messages.EndRun or
-// *messages.ClientResult.
+// queued is a turn or job waiting for the session's current turn: a
+// *Prepared, *messages.EndRun or *messages.ClientResult.
 type queued struct {
 	msg    any
 	sender *actor.PID
 }
 
-// sessionActor serialises one session's turns: one turn at a time, in arrival
-// order, and routes confirmations, answers and cancellations to the running
-// turn. It speaks the session protocol only (see Router), whoever routes it:
-// the dispatcher actor, or a cluster. It owns the session's commit actor.
+// session is what a session actor does whichever lifecycle it has: it
+// serialises one session's turns (one turn at a time, in arrival order),
+// routes confirmations, answers and cancellations to the running turn,
+// and owns the session's commit actor. It speaks the session protocol
+// only (see Router), whoever routes it.
 //
-// Spawned by the dispatcher actor, it lives only while its session has
-// work: as soon as nothing runs and nothing is queued it tells the
-// dispatcher (sessionIdle), which stops it and keeps the commit actor's
-// state for the next activation. Hosted by a router, it stops itself when
-// idle for Config.SessionIdle, and its state goes with it.
-type sessionActor struct {
-	cfg     Config
-	session string
-	// hosted: a router hosts the actor (a cluster grain). It learns its
-	// session from its first request and stops itself when idle.
-	hosted      bool
-	passivating bool // a hosted actor that is stopping: new requests go elsewhere
-	leaving     bool // a hosted actor rebalanced away: it stops once idle
-
-	state    *sessionState // handed to the commit actor
-	commit   *actor.PID
-	received uint64 // requests routed to it
-	// reported: the dispatcher was told the session is idle after
-	// reportedAt requests (an unhosted actor).
-	reported   bool
-	reportedAt uint64
+// Two actors embed it, one per lifecycle: childSession, spawned by the
+// dispatcher actor for as long as the session has work, and hostedSession,
+// a cluster's grain, which learns its session from its first request and
+// stops itself when idle.
+type session struct {
+	cfg    *shared
+	id     string
+	commit *actor.PID
 	// turns is how many turn actors have not terminated yet: the session
 	// is idle only when they have, so stopping it never sends a second
 	// Stop to a turn that is ending (a dead letter when it has just died).
@@ -101,85 +88,13 @@ type runningTurn struct {
 	cancel    context.CancelFunc // ends the turn's context; nil for a job
 }
 
-func newSessionActor(cfg Config, session string, st *sessionState) *sessionActor {
-	return &sessionActor{cfg: cfg, session: session, state: st}
-}
-
-func newHostedSessionActor(cfg Config) *sessionActor {
-	return &sessionActor{cfg: cfg, hosted: true, state: &sessionState{}}
-}
-
-func (a *sessionActor) Receive(ctx actor.Context) {
-	a.receive(ctx)
-	if !a.hosted {
-		a.reportIdle(ctx)
-	} else {
-		a.leaveWhenIdle(ctx)
-		if a.cfg.drain != nil {
-			a.reportTurns(ctx)
-		}
-	}
-}
-
-// reportTurns tells the member's drain board how many turns a hosted
-// actor has queued or running (none once it stopped).
-func (a *sessionActor) reportTurns(ctx actor.Context) {
-	n := len(a.queue)
-	if a.current != nil && a.current.pid != nil {
-		n++
-	}
-	if _, stopped := ctx.Message().(*actor.Stopped); stopped {
-		n = 0
-	}
-	a.cfg.drain.set(ctx.Self(), n)
-}
-
-// reportIdle tells the dispatcher actor, once per count of requests
-// received, that the session has no work. The dispatcher stops the actor
-// only if it has sent no request since (see dispatcherActor.passivate);
-// otherwise the request on its way makes the actor report again when it is
-// done with it.
-func (a *sessionActor) reportIdle(ctx actor.Context) {
-	if a.current != nil || len(a.queue) != 0 || a.turns != 0 || a.resets != 0 || a.stopping || (a.reported && a.reportedAt == a.received) {
-		return
-	}
-	switch ctx.Message().(type) {
-	case *actor.Started, *actor.Restarting:
-		return
-	}
-	a.reported, a.reportedAt = true, a.received
-	// Request, not Send: the dispatcher finds the session by the sender.
-	ctx.Request(ctx.Parent(), &sessionIdle{received: a.received})
-}
-
-func (a *sessionActor) receive(ctx actor.Context) {
+// receive handles the messages both lifecycles handle alike.
+func (a *session) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		if a.session != "" {
-			a.startCommit(ctx)
-		}
-		if a.hosted {
-			ctx.SetReceiveTimeout(a.cfg.SessionIdle)
-		}
-	case *messages.DispatchTurn:
-		a.enqueue(ctx, m.Session, m)
-	case *messages.EndRun:
-		a.enqueue(ctx, m.Session, m)
-	case *messages.ClientResult:
-		a.cfg.traceDelivery(ctx, "ClientResult", m.Traceparent, m.Tracestate, m.Session, m.CallId, "")
-		a.enqueue(ctx, m.Session, m)
 	case *messages.CancelTurn:
-		a.received++
 		a.cfg.traceDelivery(ctx, "CancelTurn", m.Traceparent, m.Tracestate, m.Session, "", "")
 		a.cancel(ctx, m)
-	case *messages.AnswerQuestion:
-		a.received++
-		a.learn(ctx, m.Session)
-		err := a.cfg.board.answer(a.session, m.CallId, toolkit.Answer{Text: m.Text, Declined: m.Declined, Origins: m.Origins})
-		a.cfg.traceDelivery(ctx, "AnswerQuestion", m.Traceparent, m.Tracestate, m.Session, m.CallId, ackError(err))
-		ctx.Respond(&messages.Ack{Error: ackError(err)})
 	case *messages.ConfirmReply:
-		a.received++
 		if a.current == nil || a.current.pid == nil {
 			a.cfg.traceDelivery(ctx, "ConfirmReply", m.Traceparent, m.Tracestate, m.Session, m.CallId, "not_found")
 			ctx.Respond(&messages.ConfirmAck{Status: "not_found"})
@@ -198,36 +113,7 @@ func (a *sessionActor) receive(ctx actor.Context) {
 		}
 		a.pump(ctx)
 	case *turnFinished:
-		if a.current != nil && a.current.pid != nil && a.current.pid.Equal(m.pid) {
-			a.current = nil
-		}
-		if m.failed {
-			// Asked, not told: the session is idle only once the reset
-			// is applied, so the state kept for the next activation is
-			// never the stale one (a Stop would overtake a queued reset).
-			a.resets++
-			ctx.Request(a.commit, &resetState{})
-		}
-		a.pump(ctx)
-	case *actor.ReceiveTimeout:
-		if a.current == nil && len(a.queue) == 0 {
-			// Passivate after whatever is already queued (a user
-			// message, unlike Stop, does not overtake them).
-			ctx.Send(ctx.Self(), &passivate{})
-		}
-	case *passivate:
-		if a.current == nil && len(a.queue) == 0 && !a.passivating {
-			// The router activates the session again on the next
-			// request, and it reloads from the store. Requests that
-			// arrive before the poison pill is handled get a dead-letter
-			// answer, which makes the router ask the new activation.
-			a.passivating = true
-			ctx.Poison(ctx.Self())
-		}
-	case *drainCancel:
-		a.drainCancel(ctx)
-	case *rebalance:
-		a.leaving = true
+		a.turnFinished(ctx, m)
 	case *stateReset:
 		a.resets--
 	case *actor.Terminated:
@@ -245,6 +131,48 @@ func (a *sessionActor) receive(ctx actor.Context) {
 	}
 }
 
+// arrive returns what the session queues for a turn or job that reached
+// it: a *messages.DispatchTurn (from another member, or sent to the
+// dispatcher actor as a message) is prepared here, once, and answered at
+// once when it cannot be; a *Prepared (from this process) is taken as it
+// is.
+func (a *session) arrive(ctx actor.Context, msg any) (any, bool) {
+	switch m := msg.(type) {
+	case *messages.DispatchTurn:
+		p, err := prepare(a.cfg, m, Policy{}, "")
+		if err != nil {
+			ctx.Respond(&messages.TurnResult{Session: m.GetSession(), Run: m.GetRun(), Error: err.Error()})
+			return nil, false
+		}
+		return p, true
+	case *messages.ClientResult:
+		a.cfg.traceDelivery(ctx, "ClientResult", m.Traceparent, m.Tracestate, m.Session, m.CallId, "")
+	}
+	return msg, true
+}
+
+// answer hands an answer to the question a running tool waits on.
+func (a *session) answer(ctx actor.Context, m *messages.AnswerQuestion) {
+	err := a.cfg.board.answer(a.id, m.CallId, toolkit.Answer{Text: m.Text, Declined: m.Declined, Origins: m.Origins})
+	a.cfg.traceDelivery(ctx, "AnswerQuestion", m.Traceparent, m.Tracestate, m.Session, m.CallId, ackError(err))
+	ctx.Respond(&messages.Ack{Error: ackError(err)})
+}
+
+// turnFinished: the current turn answered its requester.
+func (a *session) turnFinished(ctx actor.Context, m *turnFinished) {
+	if a.current != nil && a.current.pid != nil && a.current.pid.Equal(m.pid) {
+		a.current = nil
+	}
+	if m.failed {
+		// Asked, not told: the session is idle only once the reset is
+		// applied, so the state kept for the next activation is never
+		// the stale one (a Stop would overtake a queued reset).
+		a.resets++
+		ctx.Request(a.commit, &resetState{})
+	}
+	a.pump(ctx)
+}
+
 // send sends a reply to a requester; a request sent without a sender gets
 // none.
 func send(ctx actor.Context, to *actor.PID, msg any) {
@@ -253,42 +181,24 @@ func send(ctx actor.Context, to *actor.PID, msg any) {
 	}
 }
 
-// passivate asks a hosted session actor to stop if it is still idle.
-type passivate struct{}
-
-// enqueue queues a turn or job (session names its session).
-func (a *sessionActor) enqueue(ctx actor.Context, session string, msg any) {
-	a.received++
-	_, turn := msg.(*messages.DispatchTurn)
-	if a.passivating || (turn && a.cfg.drain != nil && a.cfg.drain.draining.Load()) {
-		// Nothing taken: the router asks again, and once this member
-		// has left (it drains), the session's next owner takes it.
-		ctx.Respond(&actor.DeadLetterResponse{Target: ctx.Self()})
-		return
-	}
-	a.learn(ctx, session)
+// enqueue queues a turn or job (what arrive returned) and starts it when
+// nothing runs.
+func (a *session) enqueue(ctx actor.Context, msg any) {
 	a.queue = append(a.queue, queued{msg: msg, sender: ctx.Sender()})
 	a.pump(ctx)
 }
 
-// learn gives a hosted actor its session, from its first request.
-func (a *sessionActor) learn(ctx actor.Context, session string) {
-	if a.session == "" && session != "" {
-		a.session = session
-		a.startCommit(ctx)
-	}
-}
-
-// startCommit spawns the session's commit actor.
-func (a *sessionActor) startCommit(ctx actor.Context) {
-	cfg, session, st := a.cfg, a.session, a.state
+// startCommit spawns the session's commit actor and hands it st, the
+// session's state: the session keeps no reference to it.
+func (a *session) startCommit(ctx actor.Context, st *sessionState) {
+	cfg, id := a.cfg, a.id
 	a.commit = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return newCommitActor(cfg, session, st)
+		return newCommitActor(cfg, id, st)
 	}))
 }
 
 // cancel cancels the running turn, or drops a queued one with a canceled reply.
-func (a *sessionActor) cancel(ctx actor.Context, m *messages.CancelTurn) {
+func (a *session) cancel(ctx actor.Context, m *messages.CancelTurn) {
 	if m.RequestId == "" {
 		return
 	}
@@ -302,9 +212,9 @@ func (a *sessionActor) cancel(ctx actor.Context, m *messages.CancelTurn) {
 		return
 	}
 	for i, q := range a.queue {
-		if t, ok := q.msg.(*messages.DispatchTurn); ok && t.RequestId == m.RequestId {
+		if p, ok := q.msg.(*Prepared); ok && p.RequestID() == m.RequestId {
 			a.queue = append(a.queue[:i], a.queue[i+1:]...)
-			send(ctx, q.sender, &messages.TurnResult{Session: a.session, Run: t.Run,
+			send(ctx, q.sender, &messages.TurnResult{Session: a.id, Run: p.turn.Run,
 				Error: "canceled before the turn started; nothing ran"})
 			return
 		}
@@ -312,7 +222,7 @@ func (a *sessionActor) cancel(ctx actor.Context, m *messages.CancelTurn) {
 }
 
 // pump starts the next queued job when nothing runs.
-func (a *sessionActor) pump(ctx actor.Context) {
+func (a *session) pump(ctx actor.Context) {
 	if a.current != nil || len(a.queue) == 0 || a.commit == nil {
 		return
 	}
@@ -323,17 +233,17 @@ func (a *sessionActor) pump(ctx actor.Context) {
 		a.queue = nil
 	}
 	switch m := q.msg.(type) {
-	case *messages.DispatchTurn:
-		cfg, session, commit, sender := a.cfg, a.session, a.commit, q.sender
+	case *Prepared:
+		cfg, id, commit, sender := a.cfg, a.id, a.commit, q.sender
 		tctx, tcancel := context.WithCancel(context.Background())
-		// The turn only coordinates (its Receive never blocks), so it
-		// runs on the synchronized dispatcher: its start, the commit
+		// The turn only coordinates (it waits on nobody in its Receive),
+		// so it runs on the synchronized dispatcher: its start, the commit
 		// actor's replies and the pool's poolDone are handled on the
 		// sender's goroutine, not one goroutine hand-off each.
 		pid := ctx.Spawn(coordinatorProps(func() actor.Actor {
-			return newTurnActor(cfg, session, commit, m, sender, tctx, tcancel)
+			return newTurnActor(cfg, id, commit, m, sender, tctx, tcancel)
 		}))
-		a.current = &runningTurn{requestID: m.RequestId, pid: pid, sender: sender, cancel: tcancel}
+		a.current = &runningTurn{requestID: m.RequestID(), pid: pid, sender: sender, cancel: tcancel}
 		a.turns++
 	default:
 		// The commit actor answers every request, also when a store call
@@ -344,29 +254,17 @@ func (a *sessionActor) pump(ctx actor.Context) {
 	}
 }
 
-// drainCancel cancels the running turn at the end of the member's grace
-// (its calls commit as canceled) and hands queued turns back untaken.
-func (a *sessionActor) drainCancel(ctx actor.Context) {
-	if a.current != nil && a.current.pid != nil {
-		ctx.Send(a.current.pid, &messages.CancelTurn{Session: a.session, RequestId: a.current.requestID})
-	}
-	kept := a.queue[:0]
-	for _, q := range a.queue {
-		if _, ok := q.msg.(*messages.DispatchTurn); ok {
-			send(ctx, q.sender, &actor.DeadLetterResponse{Target: ctx.Self()})
-			continue
-		}
-		kept = append(kept, q)
-	}
-	a.queue = kept
+// busy reports whether the session has a turn or job running or queued.
+func (a *session) busy() bool {
+	return a.current != nil || len(a.queue) != 0
 }
 
 // failQueued answers every queued request when the session stops.
-func (a *sessionActor) failQueued(ctx actor.Context) {
+func (a *session) failQueued(ctx actor.Context) {
 	for _, q := range a.queue {
 		switch m := q.msg.(type) {
-		case *messages.DispatchTurn:
-			send(ctx, q.sender, &messages.TurnResult{Session: a.session, Run: m.Run,
+		case *Prepared:
+			send(ctx, q.sender, &messages.TurnResult{Session: a.id, Run: m.turn.Run,
 				Error: "the dispatcher stopped before the turn started; nothing ran"})
 		default:
 			send(ctx, q.sender, &messages.Ack{Error: ackClosed})
@@ -386,12 +284,12 @@ func (a *sessionActor) failQueued(ctx actor.Context) {
 // was handling (see commitActor.Receive), so a panic that reaches here is
 // one outside any request (while it starts): it is restarted, and holds
 // only state it reloads from the store.
-func (a *sessionActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason any, _ any) {
+func (a *session) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason any, _ any) {
 	if child.Equal(a.commit) {
-		a.cfg.Logger.Error().Str("session", a.session).Interface("reason", reason).Msg("commit actor failed; restarting it")
+		a.cfg.Logger.Error().Str("session", a.id).Interface("reason", reason).Msg("commit actor failed; restarting it")
 		sup.RestartChildren(child)
 		return
 	}
-	a.cfg.Logger.Error().Str("session", a.session).Interface("reason", reason).Msg("turn actor failed; stopping it")
+	a.cfg.Logger.Error().Str("session", a.id).Interface("reason", reason).Msg("turn actor failed; stopping it")
 	sup.StopChildren(child)
 }

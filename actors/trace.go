@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
@@ -115,20 +114,19 @@ func toolType(s toolkit.Source) string {
 var noopSpan trace.Span = noop.Span{}
 
 // startDispatch opens the span of one Dispatch call, child of the caller's
-// trace (t.Traceparent, else ctx's span), and returns the turn to send: a
-// copy carrying the span as its traceparent. Without a tracer it passes on
-// ctx's span context only, when there is one and t has none; otherwise t
-// itself, unchanged.
-func (c *Config) startDispatch(ctx context.Context, t *messages.DispatchTurn) (*messages.DispatchTurn, trace.Span) {
+// trace (t.Traceparent, else ctx's span), and makes the span t's
+// traceparent; t is the prepared request, the dispatcher's own copy.
+// Without a tracer it passes on ctx's span context only, when there is one
+// and t has none.
+func (c *Config) startDispatch(ctx context.Context, t *messages.DispatchTurn) trace.Span {
 	if c.Tracer == nil {
 		if t.Traceparent != "" {
-			return t, noopSpan
+			return noopSpan
 		}
-		sc := trace.SpanContextFromContext(ctx)
-		if !sc.IsValid() {
-			return t, noopSpan
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			t.Traceparent, t.Tracestate = encodeTraceContext(sc)
 		}
-		return withTraceContext(t, sc), noopSpan
+		return noopSpan
 	}
 	parent := ctx
 	if t.Traceparent != "" {
@@ -136,14 +134,8 @@ func (c *Config) startDispatch(ctx context.Context, t *messages.DispatchTurn) (*
 	}
 	_, span := c.Tracer.Start(parent, spanDispatch, trace.WithAttributes(
 		attrSession.String(t.Session), attrRun.String(t.Run), attrCalls.Int(len(t.Message.GetToolCalls()))))
-	return withTraceContext(t, span.SpanContext()), span
-}
-
-// withTraceContext returns a copy of t whose traceparent names sc.
-func withTraceContext(t *messages.DispatchTurn, sc trace.SpanContext) *messages.DispatchTurn {
-	c := proto.Clone(t).(*messages.DispatchTurn)
-	c.Traceparent, c.Tracestate = encodeTraceContext(sc)
-	return c
+	t.Traceparent, t.Tracestate = encodeTraceContext(span.SpanContext())
+	return span
 }
 
 // encodeTraceContext is sc as W3C traceparent and tracestate values.
@@ -195,7 +187,7 @@ func requestErrorType(err error) string {
 // span child of the request's trace context (traceparent, tracestate),
 // ended at once, with outcome as error.type when it failed. Nothing without a
 // tracer or a trace context.
-func (c *Config) traceDelivery(ctx actor.Context, request, traceparent, tracestate, session, callID, outcome string) {
+func (c *shared) traceDelivery(ctx actor.Context, request, traceparent, tracestate, session, callID, outcome string) {
 	if c.Tracer == nil || traceparent == "" {
 		return
 	}

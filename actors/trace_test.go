@@ -246,20 +246,29 @@ func TestTraceparentOfTheTurn(t *testing.T) {
 
 // TestTraceContextPassedOnWhenOff: without a tracer nothing is traced, and
 // the caller's trace context still reaches the turn (for the member that
-// owns the session); a turn without one is not copied.
+// owns the session) in the prepared request, while the caller's own turn
+// is not changed; without a trace context none is made up.
 func TestTraceContextPassedOnWhenOff(t *testing.T) {
-	var c Config
+	h := newHarness(t, nil)
 	ctx, caller := callerContext(t)
 	in := turn("s", "r", call("c1", "echo", `{}`))
-	out, span := c.startDispatch(ctx, in)
-	if span.SpanContext().IsValid() || out == in {
-		t.Fatalf("off: span %v, copied %v", span, out != in)
+	p, err := h.d.Prepare(in)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if want := "00-" + caller.TraceID().String() + "-" + caller.SpanID().String() + "-01"; out.Traceparent != want || in.Traceparent != "" {
-		t.Errorf("traceparent %q (caller's turn %q), want %q", out.Traceparent, in.Traceparent, want)
+	span := h.d.cfg.startDispatch(ctx, p.Turn())
+	if span.SpanContext().IsValid() {
+		t.Fatalf("off: span %v", span)
 	}
-	if same, _ := c.startDispatch(context.Background(), in); same != in {
-		t.Error("a turn without trace context was copied")
+	if want := "00-" + caller.TraceID().String() + "-" + caller.SpanID().String() + "-01"; p.Turn().Traceparent != want || in.Traceparent != "" {
+		t.Errorf("traceparent %q (caller's turn %q), want %q", p.Turn().Traceparent, in.Traceparent, want)
+	}
+	none, err := h.d.Prepare(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.d.cfg.startDispatch(context.Background(), none.Turn()); none.Turn().Traceparent != "" {
+		t.Errorf("a turn without trace context got %q", none.Turn().Traceparent)
 	}
 }
 
@@ -274,7 +283,7 @@ func TestTracingOffAllocatesNothing(t *testing.T) {
 	log := zerolog.Nop()
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(1000, func() {
-		_, span := c.startDispatch(ctx, tt)
+		span := c.startDispatch(ctx, tt)
 		tr := startTurnTrace(&c, "s", "r", "openai", tt, "")
 		l := tr.logger(log)
 		tr.numbered(1)

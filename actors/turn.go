@@ -12,7 +12,6 @@ import (
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
-	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
 
 const defaultRun = "default"
@@ -22,21 +21,21 @@ const defaultRun = "default"
 // (pass 2), hands the outcome to the commit actor (pass 3), emits the
 // tool_result events and answers its requester exactly once.
 type turnActor struct {
-	cfg     Config
+	cfg     *shared
 	session string
 	commit  *actor.PID
-	req     *messages.DispatchTurn
+	p       *Prepared
+	req     *messages.DispatchTurn // p.turn
 	replyTo *actor.PID
 
 	run      string
 	provider string
 	turn     int64
-	view     *toolkit.View
-	policy   *chaos.Policy
+	// runState is the run's state, lent by the commit actor: the turn
+	// lends it on to pass 1 (which hands it back with its plans) and hands
+	// it back to the commit actor with its commit.
 	runState *cachestore.RunState
 	em       *emitter
-
-	callsHash string // of the turn's calls, when it has a turn id
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -59,8 +58,8 @@ type turnActor struct {
 	started time.Time
 }
 
-// coordinatorProps spawns an actor that only coordinates (preflight, pool):
-// its Receive never blocks, so its mailbox runs on the sender's goroutine
+// coordinatorProps spawns an actor that only coordinates (turn, pool): its
+// Receive waits on nothing, so its mailbox runs on the sender's goroutine
 // instead of a fresh goroutine per mailbox run. A call actor handing its
 // outcome to the pool then runs the pool's bookkeeping and picks up its
 // next call on the same goroutine: no goroutine hand-off per call.
@@ -70,13 +69,14 @@ func coordinatorProps(producer actor.Producer) *actor.Props {
 
 var syncDispatcher = actor.NewSynchronizedDispatcher(300)
 
-// newTurnActor returns the actor of turn req; ctx is the turn's context,
+// newTurnActor returns the actor of turn p; ctx is the turn's context,
 // which cancel (the session's, on a cancellation) ends.
-func newTurnActor(cfg Config, session string, commit *actor.PID, req *messages.DispatchTurn, replyTo *actor.PID,
+func newTurnActor(cfg *shared, session string, commit *actor.PID, p *Prepared, replyTo *actor.PID,
 	ctx context.Context, cancel context.CancelFunc) *turnActor {
+	req := p.turn
 	run := cmp.Or(req.Run, defaultRun)
 	provider := cmp.Or(req.Provider, defaultProvider)
-	return &turnActor{cfg: cfg, session: session, commit: commit, req: req, replyTo: replyTo, run: run, provider: provider,
+	return &turnActor{cfg: cfg, session: session, commit: commit, p: p, req: req, replyTo: replyTo, run: run, provider: provider,
 		ctx: ctx, cancel: cancel}
 }
 
@@ -124,23 +124,9 @@ func (a *turnActor) start(ctx actor.Context) {
 	if a.cfg.member {
 		member = ctx.ActorSystem().Address()
 	}
-	a.tr = startTurnTrace(&a.cfg, a.session, a.run, a.provider, a.req, member)
+	a.tr = startTurnTrace(&a.cfg.Config, a.session, a.run, a.provider, a.req, member)
 	a.log = a.tr.logger(a.cfg.Logger)
-	// What Dispatch prepared for this request; a turn from elsewhere (a
-	// cluster member, a message to the dispatcher actor) is prepared here.
-	p := a.cfg.preps.take(a.req)
-	if p == nil {
-		var err error
-		if p, err = prepare(&a.cfg, a.req); err != nil {
-			a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Error: err.Error()}, false)
-			return
-		}
-	}
-	a.view, a.policy = p.view, p.policy
-	if a.req.TurnId != "" {
-		a.callsHash = callsHash(a.req.Message.GetToolCalls(), a.cfg.Limits)
-	}
-	ctx.Request(a.commit, &prepareTurn{run: a.run, turnID: a.req.TurnId, callsHash: a.callsHash})
+	ctx.Request(a.commit, &prepareTurn{run: a.run, turnID: a.req.TurnId, callsHash: a.p.callsHash})
 }
 
 func (a *turnActor) prepared(ctx actor.Context, p *prepared) {
@@ -158,7 +144,7 @@ func (a *turnActor) prepared(ctx actor.Context, p *prepared) {
 			Messages: p.replay.ToolMessages, Replayed: true}, false)
 	default:
 		a.turn, a.runState = p.next, p.run
-		a.em = newEmitter(&a.cfg, a.session, a.run, a.turn)
+		a.em = newEmitter(&a.cfg.Config, a.session, a.run, a.turn, a.req.RequestId)
 		a.tr.numbered(a.turn)
 		a.startPreflight(ctx)
 	}
@@ -166,22 +152,27 @@ func (a *turnActor) prepared(ctx actor.Context, p *prepared) {
 
 func (a *turnActor) startPreflight(ctx actor.Context) {
 	in := &preflightInput{
-		cfg: a.cfg, view: a.view, runState: a.runState, em: a.em, provider: a.provider, run: a.run, turn: a.turn, chaos: a.policy,
-		calls: a.req.Message.GetToolCalls(), approve: LowerApproval(a.req.Approve, a.cfg.MaxApprove),
+		cfg: a.cfg, view: a.p.view, em: a.em, provider: a.provider, run: a.run, turn: a.turn, chaos: a.p.chaos,
+		calls: a.req.Message.GetToolCalls(), parsed: a.p.calls, approve: a.p.Approve(),
 		autoLoad: a.req.AutoLoadSchemas, turnCtx: a.ctx,
 	}
 	a.tr.startPreflight()
-	plans, asking := planAll(in)
-	if asking == nil {
-		// Nothing to confirm: pass 1 is over without a preflight actor.
-		a.preflightDone(ctx, &preflightDone{plans: plans})
+	rs := a.runState
+	a.runState = nil
+	done, waiting := planAll(in, rs)
+	if waiting == nil {
+		// Nothing to wait for: pass 1 is over without a preflight actor.
+		a.preflightDone(ctx, done)
 		return
 	}
-	a.preflight = ctx.Spawn(coordinatorProps(func() actor.Actor { return asking }))
+	// Off the synchronized dispatcher: after a wait (an answer, a stamp)
+	// the rest of pass 1 runs on the preflight's own goroutine, not on the
+	// goroutine of whoever sent the answer (the session actor, for one).
+	a.preflight = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return waiting }))
 }
 
 func (a *turnActor) preflightDone(ctx actor.Context, m *preflightDone) {
-	a.plans = m.plans
+	a.plans, a.runState = m.plans, m.run
 	// The preflight actor, idle from here on, is stopped with the turn's
 	// other children when the turn stops: one Stop per child. Stopping it
 	// here as well raced its Terminated notice, and the turn's own stop then
@@ -201,7 +192,7 @@ func (a *turnActor) preflightDone(ctx actor.Context, m *preflightDone) {
 	a.tr.startExecute(len(run))
 	intent := &cachestore.Intent{
 		Session: a.session, Turn: a.turn, Run: a.run, TurnID: a.req.TurnId, Provider: a.provider,
-		Assistant: a.req.Message, Decided: map[int]*messages.ToolMessage{}, CallsHash: a.callsHash,
+		Assistant: a.req.Message, Decided: map[int]*messages.ToolMessage{}, CallsHash: a.p.callsHash,
 		Names: make([]string, len(a.plans)), IDs: make([]string, len(a.plans)),
 	}
 	for i, p := range a.plans {
@@ -210,7 +201,7 @@ func (a *turnActor) preflightDone(ctx actor.Context, m *preflightDone) {
 			intent.Decided[i] = p.decided
 		}
 	}
-	in := &poolInput{cfg: a.cfg, em: a.em, view: a.view, session: a.session, run: a.run, turn: a.turn,
+	in := &poolInput{cfg: a.cfg, em: a.em, view: a.p.view, session: a.session, run: a.run, turn: a.turn,
 		commit: a.commit, followers: followers(a.plans), tr: a.tr, log: a.log}
 	a.pool = ctx.Spawn(coordinatorProps(func() actor.Actor { return newPoolActor(in) }))
 	ctx.Send(a.pool, &runCalls{ctx: a.ctx, plans: run, intent: intent})
@@ -248,9 +239,42 @@ func (a *turnActor) cancelTurn(ctx actor.Context, m *messages.CancelTurn) {
 // commitTurn builds the turn's messages in call order and the run-state
 // changes, and asks the commit actor to write them in one transaction.
 func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome) {
-	msgs := make([]*messages.ToolMessage, len(a.plans))
-	var fetched []string
-	var cachePut []cachestore.CacheEntry
+	msgs, fetched, cachePut := a.results(outcomes)
+	for _, m := range msgs {
+		if m.Injected != "" {
+			a.cfg.Observer.Injected(m.Name, m.Injected)
+		}
+	}
+	for _, m := range msgs {
+		if a.cfg.Redactor != nil {
+			m.Content = a.cfg.Redactor.Redact(m.Content)
+		}
+	}
+	dedupPut, dedupDel := a.dedupChanges(msgs)
+	for _, m := range msgs {
+		withNext(m)
+	}
+	c := &cachestore.TurnCommit{
+		Session: a.session,
+		Record: &messages.TurnRecord{Turn: a.turn, Run: a.run, TurnId: a.req.TurnId, Assistant: a.req.Message,
+			ToolMessages: msgs, TimeUnixNano: a.cfg.Clock().UnixNano(), Provider: a.provider, CallsHash: a.p.callsHash},
+		FetchedAdd: dedupStrings(fetched),
+		DedupPut:   dedupPut,
+		DedupDel:   dedupDel,
+		CachePut:   cachePut,
+	}
+	a.msgs, a.began, a.committing = msgs, time.Now(), true
+	a.tr.startCommit(len(msgs))
+	rs := a.runState
+	a.runState = nil
+	ctx.Request(a.commit, &commitTurn{commit: c, run: rs})
+}
+
+// results is the turn's tool messages in call order (pass 1's decisions,
+// pass 2's outcomes, a follower's copy of its original), with the schemas
+// to mark fetched and the cache entries to write.
+func (a *turnActor) results(outcomes map[int]*callOutcome) (msgs []*messages.ToolMessage, fetched []string, cachePut []cachestore.CacheEntry) {
+	msgs = make([]*messages.ToolMessage, len(a.plans))
 	for _, p := range a.plans {
 		switch {
 		case p.decided != nil:
@@ -279,32 +303,7 @@ func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome)
 			msgs[p.idx].Injected = orig.Injected
 		}
 	}
-	for _, m := range msgs {
-		if m.Injected != "" {
-			a.cfg.Observer.Injected(m.Name, m.Injected)
-		}
-	}
-	for _, m := range msgs {
-		if a.cfg.Redactor != nil {
-			m.Content = a.cfg.Redactor.Redact(m.Content)
-		}
-	}
-	dedupPut, dedupDel := a.dedupChanges(msgs)
-	for _, m := range msgs {
-		withNext(m)
-	}
-	c := &cachestore.TurnCommit{
-		Session: a.session,
-		Record: &messages.TurnRecord{Turn: a.turn, Run: a.run, TurnId: a.req.TurnId, Assistant: a.req.Message,
-			ToolMessages: msgs, TimeUnixNano: a.cfg.Clock().UnixNano(), Provider: a.provider, CallsHash: a.callsHash},
-		FetchedAdd: dedupStrings(fetched),
-		DedupPut:   dedupPut,
-		DedupDel:   dedupDel,
-		CachePut:   cachePut,
-	}
-	a.msgs, a.began, a.committing = msgs, time.Now(), true
-	a.tr.startCommit(len(msgs))
-	ctx.Request(a.commit, &commitTurn{commit: c})
+	return msgs, fetched, cachePut
 }
 
 // committed finishes the turn once the commit actor has answered.

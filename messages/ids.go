@@ -30,14 +30,21 @@ func pairIDs(calls []*ToolCall) {
 // above, in call order, without changing calls.
 func CallIDs(calls []*ToolCall) []string {
 	ids := make([]string, len(calls))
+	missing := false
+	for i, c := range calls {
+		ids[i] = strings.TrimSpace(c.GetId())
+		missing = missing || ids[i] == ""
+	}
+	if !missing {
+		return ids
+	}
 	taken := make(map[string]bool, len(calls))
-	for _, c := range calls {
-		if id := strings.TrimSpace(c.GetId()); id != "" {
+	for _, id := range ids {
+		if id != "" {
 			taken[id] = true
 		}
 	}
-	for i, c := range calls {
-		id := strings.TrimSpace(c.GetId())
+	for i, id := range ids {
 		if id == "" {
 			base := fmt.Sprintf("call_%d", i+1)
 			id = base
@@ -45,8 +52,8 @@ func CallIDs(calls []*ToolCall) []string {
 				id = fmt.Sprintf("%s_%d", base, n)
 			}
 			taken[id] = true
+			ids[i] = id
 		}
-		ids[i] = id
 	}
 	return ids
 }

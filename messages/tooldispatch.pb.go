@@ -1005,9 +1005,14 @@ type Event struct {
 	// the confirmation is asked, and a note (why there is no diff, or what
 	// else the person should know). state_hash is the hash of the files'
 	// state that preview read; the approval holds only while it is unchanged.
-	Diff          string `protobuf:"bytes,14,opt,name=diff,proto3" json:"diff,omitempty"`
-	Note          string `protobuf:"bytes,15,opt,name=note,proto3" json:"note,omitempty"`
-	StateHash     string `protobuf:"bytes,16,opt,name=state_hash,json=stateHash,proto3" json:"state_hash,omitempty"`
+	Diff      string `protobuf:"bytes,14,opt,name=diff,proto3" json:"diff,omitempty"`
+	Note      string `protobuf:"bytes,15,opt,name=note,proto3" json:"note,omitempty"`
+	StateHash string `protobuf:"bytes,16,opt,name=state_hash,json=stateHash,proto3" json:"state_hash,omitempty"`
+	// request_id is the request_id of the DispatchTurn whose turn the event
+	// belongs to, so that a caller can follow the events of one request
+	// among those of its session. Empty for events outside a turn (the
+	// tool_result of a client result handed back between turns).
+	RequestId     string `protobuf:"bytes,17,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1150,6 +1155,13 @@ func (x *Event) GetNote() string {
 func (x *Event) GetStateHash() string {
 	if x != nil {
 		return x.StateHash
+	}
+	return ""
+}
+
+func (x *Event) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -1492,7 +1504,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
 	"\breplayed\x18\x06 \x01(\bR\breplayed\x12\x16\n" +
 	"\x06member\x18\a \x01(\tR\x06member\x12\x1a\n" +
-	"\bconflict\x18\b \x01(\bR\bconflict\"\x8a\x03\n" +
+	"\bconflict\x18\b \x01(\bR\bconflict\"\xa9\x03\n" +
 	"\x05Event\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\asession\x18\x02 \x01(\tR\asession\x12\x10\n" +
@@ -1511,7 +1523,9 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\x04diff\x18\x0e \x01(\tR\x04diff\x12\x12\n" +
 	"\x04note\x18\x0f \x01(\tR\x04note\x12\x1d\n" +
 	"\n" +
-	"state_hash\x18\x10 \x01(\tR\tstateHash\"\xd2\x01\n" +
+	"state_hash\x18\x10 \x01(\tR\tstateHash\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x11 \x01(\tR\trequestId\"\xd2\x01\n" +
 	"\fConfirmReply\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +

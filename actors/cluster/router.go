@@ -36,8 +36,11 @@ func (r *router) Drain() { r.draining.Store(true) }
 // Turn runs a turn on the session's grain. A grain that was stopping, or
 // whose member drains (it answers with a dead letter: nothing ran), or not
 // yet placed is asked again: a draining member's grains take turns again
-// on the session's next owner once the member has left.
-func (r *router) Turn(ctx context.Context, t *messages.DispatchTurn) (any, error) {
+// on the session's next owner once the member has left. A grain on this
+// member is sent the prepared turn itself; one on another member the
+// DispatchTurn, which it prepares when it arrives.
+func (r *router) Turn(ctx context.Context, p *actors.Prepared) (*messages.TurnResult, error) {
+	t := p.Turn()
 	var untaken time.Time // the first dead letter
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -51,10 +54,12 @@ func (r *router) Turn(ctx context.Context, t *messages.DispatchTurn) (any, error
 			time.Sleep(grainRetryDelay)
 			continue
 		}
+		var msg any = p
 		if pid.Address != r.sys.Address() {
 			r.p.forwarded.Add(1)
+			msg = t
 		}
-		res, err := r.await(ctx, pid, t)
+		res, err := r.await(ctx, pid, t, msg)
 		if deadLetter(res, err) {
 			if r.draining.Load() {
 				return nil, fmt.Errorf("this member is shutting down and the session's grain did not take the turn; nothing ran: %w", actors.ErrClosed)
@@ -70,7 +75,7 @@ func (r *router) Turn(ctx context.Context, t *messages.DispatchTurn) (any, error
 				continue
 			}
 		}
-		return res, err
+		return actors.ReplyAs[*messages.TurnResult](res, err)
 	}
 }
 
@@ -116,11 +121,11 @@ func deadLetter(res any, err error) bool {
 	return errors.Is(err, actor.ErrDeadLetter) || errors.Is(err, remote.ErrDeadLetter)
 }
 
-// await sends a turn to a grain and waits for the reply, the caller's
-// cancellation (passed on to the turn), or the grain's member leaving the
-// cluster.
-func (r *router) await(ctx context.Context, pid *actor.PID, t *messages.DispatchTurn) (any, error) {
-	f := r.sys.Root.RequestFuture(pid, t, requestTimeout)
+// await sends turn t (as msg) to a grain and waits for the reply, the
+// caller's cancellation (passed on to the turn), or the grain's member
+// leaving the cluster.
+func (r *router) await(ctx context.Context, pid *actor.PID, t *messages.DispatchTurn, msg any) (any, error) {
+	f := r.sys.Root.RequestFuture(pid, msg, requestTimeout)
 	type reply struct {
 		res any
 		err error
@@ -155,9 +160,27 @@ func (r *router) await(ctx context.Context, pid *actor.PID, t *messages.Dispatch
 	}
 }
 
-// Request sends msg to the grain of session and waits for its reply (the
+// Confirm, Answer, ClientResult and EndRun send their request to the
+// session's grain (see request).
+func (r *router) Confirm(ctx context.Context, m *messages.ConfirmReply) (*messages.ConfirmAck, error) {
+	return actors.ReplyAs[*messages.ConfirmAck](r.request(ctx, m.Session, m))
+}
+
+func (r *router) Answer(ctx context.Context, m *messages.AnswerQuestion) (*messages.Ack, error) {
+	return actors.ReplyAs[*messages.Ack](r.request(ctx, m.Session, m))
+}
+
+func (r *router) ClientResult(ctx context.Context, m *messages.ClientResult) (*messages.Ack, error) {
+	return actors.ReplyAs[*messages.Ack](r.request(ctx, m.Session, m))
+}
+
+func (r *router) EndRun(ctx context.Context, m *messages.EndRun) (*messages.Ack, error) {
+	return actors.ReplyAs[*messages.Ack](r.request(ctx, m.Session, m))
+}
+
+// request sends msg to the grain of session and waits for its reply (the
 // cluster asks again when the grain was stopping).
-func (r *router) Request(ctx context.Context, session string, msg any) (any, error) {
+func (r *router) request(ctx context.Context, session string, msg any) (any, error) {
 	timeout := requestTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(dl), time.Millisecond)

@@ -382,19 +382,23 @@ func (r *runner) request(t *inputTurn) (*actors.Prepared, error) {
 	}
 	dt.ClientTools, dt.Exclude = decl.clientTools, decl.exclude
 
-	// --approve (ask when absent) is a ceiling (SPEC §16): a turn may
-	// lower it, never raise it; a turn that says nothing gets r.approve.
-	dt.Approve = actors.LowerApproval(cmp.Or(t.Approve, r.approve), cmp.Or(r.o.approve, actors.ApproveAsk))
-	if dt.Approve == actors.ApproveAsk {
+	// A turn that says nothing asks for r.approve. --approve (ask when
+	// absent) is the dispatcher's ceiling (SPEC §16, Config.MaxApprove):
+	// the dispatcher settles the turn's approval under it once, when it
+	// checks the turn and builds its tools view and chaos policy, before
+	// anything runs; what it refuses is bad input.
+	dt.Approve = cmp.Or(t.Approve, r.approve)
+	p, err := r.stack.disp.Prepare(dt)
+	if err == nil && p.Approve() == actors.ApproveAsk {
 		who := "--approve ask"
 		if t.Approve != "" {
 			who = fmt.Sprintf("turn %d asks for approve %q", t.Index, t.Approve)
 		}
-		dt.Approve = r.askOrNone(who)
+		if r.askOrNone(who) != actors.ApproveAsk {
+			// Nobody can be asked: the turn runs under none.
+			p, err = r.stack.disp.PrepareWith(dt, actors.Policy{MaxApprove: actors.ApproveNone})
+		}
 	}
-	// The dispatcher checks the turn and builds its tools view and chaos
-	// policy once, before anything runs: what it refuses is bad input.
-	p, err := r.stack.disp.Prepare(dt)
 	if err != nil {
 		ie := &inputError{Turn: t.Index, Offset: t.Offset, Err: err}
 		if errors.Is(err, toolkit.ErrToolCollision) {

@@ -96,6 +96,7 @@ type Broker struct {
 type subscriber struct {
 	ch      chan *messages.Event // immutable
 	session string               // immutable; "" for every session
+	request string               // immutable; when set, only that request's events
 	lastSeq uint64               // guarded by Broker.mu: last seq sent
 	done    bool                 // guarded by Broker.mu: ch is closed
 }
@@ -150,10 +151,11 @@ func (b *Broker) ConfirmAnswered(session, callID string, approved bool) {
 	b.fanOutLocked(s, decidedEvent(&p.PendingConfirm, status))
 }
 
-// decidedEvent is the EventConfirmDecided of a settled confirmation.
+// decidedEvent is the EventConfirmDecided of a settled confirmation; it
+// belongs to the request of the turn that asked.
 func decidedEvent(p *PendingConfirm, status string) *messages.Event {
 	return &messages.Event{Kind: EventConfirmDecided, Session: p.Session, Run: p.Run, Turn: p.Turn,
-		CallId: p.CallID, Tool: p.Tool, Status: status, TimeUnixNano: time.Now().UnixNano()}
+		CallId: p.CallID, Tool: p.Tool, Status: status, TimeUnixNano: time.Now().UnixNano(), RequestId: p.requestID}
 }
 
 // settledStatus is the Status of the EventConfirmDecided that ev causes.
@@ -195,16 +197,24 @@ func (b *Broker) fanOutLocked(s *sessionLog, ev *messages.Event) {
 // meaningful (sequence numbers are per session): only the pending events
 // are replayed.
 func (b *Broker) Subscribe(session string, afterSeq uint64) (<-chan *messages.Event, func()) {
-	return b.subscribe(session, afterSeq, true)
+	return b.subscribe(&subscriber{session: session}, afterSeq, true)
 }
 
-// subscribe is Subscribe with the choice of replaying pending events made by
-// the caller: a turn stream wants only the events that come next.
-func (b *Broker) subscribe(session string, afterSeq uint64, withPending bool) (<-chan *messages.Event, func()) {
+// subscribeRequest opens a subscription to the events of one turn request
+// of session (messages.Event.request_id, actors.Prepared.RequestID) after
+// afterSeq: what the request's own stream shows, whatever other turns of
+// the session run or wait meanwhile. Pending events are not replayed.
+func (b *Broker) subscribeRequest(session, requestID string, afterSeq uint64) (<-chan *messages.Event, func()) {
+	return b.subscribe(&subscriber{session: session, request: requestID}, afterSeq, false)
+}
+
+// subscribe opens sub (its session, and request if any, set) with the
+// choice of replaying pending events made by the caller.
+func (b *Broker) subscribe(sub *subscriber, afterSeq uint64, withPending bool) (<-chan *messages.Event, func()) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var replay []*messages.Event
-	sub := &subscriber{session: session}
+	session := sub.session
 	if session == "" {
 		if withPending {
 			for _, s := range b.sessions {
@@ -216,7 +226,7 @@ func (b *Broker) subscribe(session string, afterSeq uint64, withPending bool) (<
 	} else {
 		s := b.sessionLocked(session)
 		if afterSeq > 0 {
-			replay = s.since(afterSeq)
+			replay = sub.only(s.since(afterSeq))
 		}
 		if withPending {
 			replay = mergeBySeq(replay, s.pendingEvents(afterSeq))
@@ -242,7 +252,7 @@ func (b *Broker) subscribe(session string, afterSeq uint64, withPending bool) (<
 // deliverLocked sends ev to sub, or drops sub with a lagged notice when its
 // buffer is full. One slot is kept free for that notice, so it never blocks.
 func (b *Broker) deliverLocked(sub *subscriber, ev *messages.Event) {
-	if sub.done {
+	if sub.done || (sub.request != "" && ev.GetRequestId() != sub.request) {
 		return
 	}
 	if len(sub.ch) >= cap(sub.ch)-1 {
@@ -255,6 +265,21 @@ func (b *Broker) deliverLocked(sub *subscriber, ev *messages.Event) {
 	if sub.session != "" && ev.GetSeq() != 0 {
 		sub.lastSeq = ev.GetSeq()
 	}
+}
+
+// only returns the events of evs that sub takes: those of its request,
+// when it follows one.
+func (sub *subscriber) only(evs []*messages.Event) []*messages.Event {
+	if sub.request == "" {
+		return evs
+	}
+	var out []*messages.Event
+	for _, ev := range evs {
+		if ev.GetRequestId() == sub.request {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 // dropLocked ends a subscription.

@@ -1,8 +1,6 @@
 package service
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -203,46 +201,75 @@ func TestBrokerEviction(t *testing.T) {
 	}
 }
 
-// TestSessionGates: turns of one session pass one at a time, in arrival
-// order; a waiter whose context ends gives up.
-func TestSessionGates(t *testing.T) {
-	var g sessionGates
-	ctx := t.Context()
-	release, err := g.acquire(ctx, "s")
-	if err != nil {
-		t.Fatal(err)
+// TestRequestSubscription: a turn's stream takes the events of its own
+// request only, whatever other turns of its session publish meanwhile;
+// after it lagged, a new subscription from its last event gets its
+// request's events that the ring still holds, and only those.
+func TestRequestSubscription(t *testing.T) {
+	b := NewBroker(BrokerOptions{SubscriberBuffer: 4})
+	of := func(n uint64, kind, callID, request string) *messages.Event {
+		e := ev("s", n, kind, callID, "x")
+		e.RequestId = request
+		return e
 	}
-	other, err := g.acquire(ctx, "other")
-	if err != nil {
-		t.Fatalf("another session waited: %v", err)
+	ch, cancel := b.subscribeRequest("s", "req-a", 0)
+	defer cancel()
+	b.Publish(of(1, actors.EventToolCall, "a1", "req-a"))
+	b.Publish(of(2, actors.EventToolCall, "b1", "req-b"))
+	b.Publish(of(3, actors.EventToolConfirm, "a2", "req-a"))
+	b.ConfirmAnswered("s", "a2", true)
+	b.Publish(of(4, actors.EventToolResult, "b1", "req-b"))
+	var got []string
+	for _, e := range drainEvents(ch) {
+		got = append(got, e.GetKind()+":"+e.GetCallId())
 	}
-	other()
+	want := []string{"tool_call:a1", "tool_confirm:a2", EventConfirmDecided + ":a2"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("request a's events (-want +got):\n%s", diff)
+	}
 
-	short, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := g.acquire(short, "s"); !errors.Is(err, context.Canceled) {
-		t.Errorf("acquire with a canceled context = %v", err)
+	// Fall behind: the lagged notice, then resume from the last event seen.
+	lagging, stop := b.subscribeRequest("s", "req-a", 0)
+	defer stop()
+	for n := uint64(10); n < 20; n++ {
+		b.Publish(of(n, actors.EventToolCallText, "a1", "req-a"))
+		b.Publish(of(n+100, actors.EventToolCallText, "b1", "req-b"))
 	}
-	got := make(chan func(), 1)
-	go func() {
-		r, err := g.acquire(ctx, "s")
-		if err != nil {
-			r = func() {}
+	evs := drainEvents(lagging)
+	if len(evs) == 0 || evs[len(evs)-1].GetKind() != EventLagged {
+		t.Fatalf("no lagged notice: %v", evs)
+	}
+	last := evs[len(evs)-2].GetSeq()
+	resumed, stopResumed := b.subscribeRequest("s", "req-a", last)
+	defer stopResumed()
+	got = got[:0]
+	for _, e := range drainEvents(resumed) {
+		got = append(got, fmt.Sprintf("%s:%d", e.GetRequestId(), e.GetSeq()-1_000_000_000))
+	}
+	want = nil
+	for n := evs[len(evs)-2].GetSeq() - 1_000_000_000 + 1; n < 20; n++ {
+		want = append(want, fmt.Sprintf("req-a:%d", n))
+	}
+	if len(want) == 0 {
+		t.Fatal("nothing left to resume")
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("resumed (-want +got):\n%s", diff)
+	}
+}
+
+// drainEvents returns what is buffered on ch without blocking.
+func drainEvents(ch <-chan *messages.Event) []*messages.Event {
+	var out []*messages.Event
+	for {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				return out
+			}
+			out = append(out, e)
+		default:
+			return out
 		}
-		got <- r
-	}()
-	select {
-	case <-got:
-		t.Fatal("a second turn of the session passed while the first held the gate")
-	default:
-	}
-	release()
-	release() // a second release is harmless
-	(<-got)()
-	g.mu.Lock()
-	n := len(g.m)
-	g.mu.Unlock()
-	if n != 0 {
-		t.Errorf("%d gates left after every holder released", n)
 	}
 }

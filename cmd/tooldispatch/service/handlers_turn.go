@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/actors"
@@ -31,7 +30,8 @@ type dispatched struct {
 // turn and answers with its result, or streams its events first when the
 // client accepts text/event-stream. The request's context is the turn's:
 // a client that goes away cancels the turn, whose results are still
-// committed.
+// committed. Turns of one session run one at a time, in the order they
+// reach the session's actor (the dispatcher's rule, not the service's).
 func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 	if s.shuttingDown() {
 		s.refuseShuttingDown(w, r)
@@ -48,18 +48,6 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	dt := p.Turn()
-	release, err := s.gates.acquire(r.Context(), dt.Session)
-	if err != nil {
-		// The client went away while an earlier turn of the session ran.
-		writeError(w, errorf(http.StatusServiceUnavailable, "canceled before the turn started; nothing ran"))
-		return
-	}
-	defer release()
-	if s.shuttingDown() {
-		s.refuseShuttingDown(w, r)
-		return
-	}
 	s.runs.put(key, decl)
 	if wantsEventStream(r) {
 		s.streamTurn(w, r, p, shape)
@@ -71,12 +59,12 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 }
 
 // streamTurn dispatches a turn and streams its events, then a result (or
-// error) event. The caller holds the session's gate, so every event on the
-// session's subscription belongs to this turn. The result carries the
-// messages in shape.
+// error) event. It subscribes to the events of this request only (their
+// request id), so other turns of the session, running or queued, never
+// reach its stream. The result carries the messages in shape.
 func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, p *actors.Prepared, shape messages.Shape) {
 	dt := p.Turn()
-	ch, cancel := s.opts.Broker.subscribe(dt.Session, 0, false)
+	ch, cancel := s.opts.Broker.subscribeRequest(dt.Session, p.RequestID(), 0)
 	defer func() { cancel() }()
 	st := startSSE(w)
 	defer st.finish()
@@ -96,7 +84,7 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, p *actors.Pr
 	forward := func(ev *messages.Event) {
 		if ev.GetKind() == EventLagged {
 			cancel()
-			ch, cancel = s.opts.Broker.subscribe(dt.Session, last, false)
+			ch, cancel = s.opts.Broker.subscribeRequest(dt.Session, p.RequestID(), last)
 			return
 		}
 		_ = st.event(ev)
@@ -204,9 +192,6 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*actors.Prep
 	default:
 		return bad("approve must be \"ask\", \"all\" or \"none\", not %q", messages.ClipText(req.Approve, 40))
 	}
-	// The operator's --approve is a ceiling: a body may lower it, never
-	// raise it, and a body that says nothing gets it.
-	approve := actors.LowerApproval(cmp.Or(req.Approve, s.opts.Approve), s.opts.Approve)
 	autoLoad := s.opts.AutoLoadSchemas
 	if req.AutoLoadSchemas != nil {
 		autoLoad = *req.AutoLoadSchemas
@@ -235,38 +220,34 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*actors.Prep
 	if len(req.Chaos) > 0 && string(req.Chaos) != "null" {
 		policy = string(req.Chaos)
 	}
+	// A body that says nothing asks for the operator's approval.
 	dt := &messages.DispatchTurn{
 		Session: session, Run: req.Run, Provider: req.Provider, Message: msg,
-		ClientTools: decl.clientTools, Exclude: s.exclude(decl),
-		Approve: approve, TurnId: req.TurnID, AutoLoadSchemas: autoLoad, Chaos: policy,
+		ClientTools: decl.clientTools, Exclude: decl.exclude,
+		Approve: cmp.Or(req.Approve, s.opts.Approve), TurnId: req.TurnID, AutoLoadSchemas: autoLoad, Chaos: policy,
 		ToolsFormat: cmp.Or(req.ToolsFormat, string(format)),
 	}
-	// The dispatcher checks the turn and builds its tools view (client
-	// tools) and chaos policy once, before the response starts: what it
-	// refuses is a 400.
-	p, err := s.opts.Dispatcher.Prepare(dt)
+	// The dispatcher checks the turn, settles its policy (the operator's
+	// approve and exclude are a ceiling the body may narrow, never widen)
+	// and builds its tools view and chaos policy once, before the response
+	// starts: what it refuses is a 400.
+	p, err := s.opts.Dispatcher.PrepareWith(dt, s.policy())
 	if err != nil {
 		return bad("%s", err.Error())
 	}
 	return p, key, decl, messages.ReplyShape(format, reply), nil
 }
 
-// view builds the tools view of a run with its declarations.
+// view builds the tools view of a run with its declarations, under the
+// operator's policy.
 func (s *Server) view(provider string, decl runDecl) (*toolkit.View, error) {
-	client := make([]*toolkit.Tool, len(decl.clientTools))
-	for i, c := range decl.clientTools {
-		client[i] = toolkit.ClientToolFromSpec(c.GetName(), c.GetDescription(), c.GetParameters())
-	}
-	return toolkit.NewView(s.opts.Registry, provider, client, s.exclude(decl))
+	return s.opts.Dispatcher.ToolsView(provider, decl.clientTools, decl.exclude, s.policy())
 }
 
-// exclude returns the tools a run may not call: the operator's, whatever
-// the run declared, and the run's.
-func (s *Server) exclude(decl runDecl) []string {
-	if len(s.opts.Exclude) == 0 {
-		return decl.exclude
-	}
-	return append(slices.Clip(s.opts.Exclude), decl.exclude...)
+// policy is the operator's ceiling over turns (Options.Approve,
+// Options.Exclude), which the dispatcher applies with its own.
+func (s *Server) policy() actors.Policy {
+	return actors.Policy{MaxApprove: s.opts.Approve, Exclude: s.opts.Exclude}
 }
 
 func errShuttingDown() *apiError {

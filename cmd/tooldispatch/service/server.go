@@ -141,7 +141,6 @@ type Server struct {
 	done      chan struct{} // closed by Shutdown: event streams end
 
 	// safe for concurrent use on their own
-	gates  sessionGates
 	runs   runDecls
 	budget *budget
 

@@ -51,7 +51,8 @@ type PendingConfirm struct {
 	Note      string `json:"note,omitempty"`
 	StateHash string `json:"state_hash,omitempty"`
 
-	seq uint64
+	seq       uint64
+	requestID string // of the turn that asked
 }
 
 // PendingQuestion is a running ask_user or store_secret call that waits
@@ -208,7 +209,7 @@ func (s *sessionLog) track(ev *messages.Event, recentTurns int) (settled *Pendin
 			Session: ev.GetSession(), Run: ev.GetRun(), Turn: ev.GetTurn(), CallID: ev.GetCallId(),
 			Tool: ev.GetTool(), Arguments: ev.GetArguments(), ArgsHash: ev.GetArgsHash(),
 			Question: ev.GetText(), Since: since, seq: ev.GetSeq(),
-			Diff: ev.GetDiff(), Note: ev.GetNote(), StateHash: ev.GetStateHash(),
+			Diff: ev.GetDiff(), Note: ev.GetNote(), StateHash: ev.GetStateHash(), requestID: ev.GetRequestId(),
 		}}
 		setState(c, StateConfirm, "")
 	case actors.EventToolCallStart:

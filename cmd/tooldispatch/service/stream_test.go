@@ -1,6 +1,8 @@
 package service
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,8 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
 // perCallOrder is the order of one call's events (SPEC section 7), the
@@ -138,5 +143,71 @@ func TestSessionEventsResume(t *testing.T) {
 	resp, body := f.request(t.Context(), "GET", "/v1/sessions/"+s+"/events", nil, http.Header{"Last-Event-ID": {"abc"}})
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("Last-Event-ID abc: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestConcurrentStreamsOfOneSession: two streamed turns of one session
+// posted while the first runs are run one after the other, in the order
+// the session received them, and each stream carries the events of its own
+// turn only.
+func TestConcurrentStreamsOfOneSession(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	hold := toolkit.Tool{Name: "hold", Description: "Waits until released.", Concurrent: true, ReadOnly: true, NoDedup: true,
+		Schema: json.RawMessage(`{"type":"object"}`),
+		Handler: func(ctx context.Context, _ *toolkit.Call) (toolkit.Result, error) {
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return toolkit.Result{Content: "held"}, nil
+		}}
+	f := newFixture(t, fixtureOpts{tools: []toolkit.Tool{hold}})
+	const s = "two-streams"
+	first := f.openSSE("POST", "/v1/sessions/"+s+"/turns", turn("r1", "all", call(t, "a1", "hold", map[string]any{})), "")
+	select {
+	case <-entered:
+	case <-time.After(testTimeout):
+		t.Fatal("the first turn's call did not start")
+	}
+	second := f.openSSE("POST", "/v1/sessions/"+s+"/turns", turn("r1", "all",
+		call(t, "b1", "calculate", map[string]any{"expression": "1+1"}), call(t, "b2", "hold", map[string]any{})), "")
+	close(release)
+
+	read := func(c *sseClient) (turns []int64, calls []string, reply turnReply) {
+		for {
+			ev, err := c.next()
+			if err == io.EOF {
+				return turns, calls, reply
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Event == eventResult {
+				ev.decode(t, &reply)
+				continue
+			}
+			var d eventData
+			ev.decode(t, &d)
+			turns, calls = append(turns, d.Turn), append(calls, d.CallID)
+		}
+	}
+	turnsA, callsA, replyA := read(first)
+	turnsB, callsB, replyB := read(second)
+	if replyA.Turn != 1 || replyB.Turn != 2 {
+		t.Fatalf("turn numbers %d and %d, want 1 and 2 (arrival order)", replyA.Turn, replyB.Turn)
+	}
+	for i, id := range callsA {
+		if id != "a1" || turnsA[i] != 1 {
+			t.Errorf("the first stream carries an event of call %q of turn %d", id, turnsA[i])
+		}
+	}
+	for i, id := range callsB {
+		if (id != "b1" && id != "b2") || turnsB[i] != 2 {
+			t.Errorf("the second stream carries an event of call %q of turn %d", id, turnsB[i])
+		}
+	}
+	if len(callsA) == 0 || len(callsB) == 0 {
+		t.Fatalf("events: first %v, second %v", callsA, callsB)
 	}
 }

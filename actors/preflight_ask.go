@@ -1,0 +1,156 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit"
+)
+
+// Confirmations of rule 9 (SPEC §3), asked by the preflight actor one at a
+// time, in call order, all before pass 2.
+
+// ask puts the call to the Approver, or else to whoever answers tool_confirm
+// events with Confirm; the answer comes back as a message. A call whose tool
+// previews the files it changes is asked once its preview is computed (off
+// the actor's goroutine: it reads files), with the preview.
+func (a *preflightActor) ask(ctx actor.Context, p *callPlan) {
+	a.asking = p
+	a.askedAt = time.Now()
+	p.argsHash = p.args.Hash() // only a confirmation names it
+	self, sys, idx := ctx.Self(), ctx.ActorSystem(), p.idx
+	a.askTimer = time.AfterFunc(a.in.cfg.ConfirmTimeout, func() { sys.Root.Send(self, &confirmTimedOut{idx: idx}) })
+	if pv := p.tool.Preview; pv != nil {
+		pctx, cancel := context.WithTimeout(a.in.turnCtx, a.in.cfg.ConfirmTimeout)
+		a.askCancel = cancel
+		args := p.args
+		go func() {
+			m := computePreview(pctx, pv, args, idx)
+			if pctx.Err() == nil {
+				sys.Root.Send(self, m)
+			}
+		}()
+		return
+	}
+	a.put(ctx, p, toolkit.Preview{})
+}
+
+// previewed asks the pending call with its preview, and binds its approval
+// to the state the preview read.
+func (a *preflightActor) previewed(ctx actor.Context, m *previewed) {
+	p := a.asking
+	if p == nil || p.idx != m.idx || p.bound {
+		return
+	}
+	if a.askCancel != nil {
+		a.askCancel()
+		a.askCancel = nil
+	}
+	if m.failed != "" {
+		a.decideAsk(ctx, false, "its preview could not be computed: "+m.failed)
+		return
+	}
+	p.bound, p.boundState = true, m.preview.State
+	pv := m.preview
+	if note := earlierWriters(a.plans, p); note != "" {
+		pv.Note = strings.TrimSpace(pv.Note + "\n" + note)
+	}
+	a.put(ctx, p, shown(pv, a.in.cfg.Redactor))
+}
+
+// put asks for the pending call's approval.
+func (a *preflightActor) put(ctx actor.Context, p *callPlan, pv toolkit.Preview) {
+	self, sys := ctx.Self(), ctx.ActorSystem()
+	if ap := a.in.cfg.Approver; ap != nil {
+		// Off the actor's goroutine: the Approver may block; its answer is
+		// piped back and checked against the call id and args hash.
+		actx, cancel := context.WithTimeout(a.in.turnCtx, a.in.cfg.ConfirmTimeout-time.Since(a.askedAt))
+		a.askCancel = cancel
+		req := ApprovalRequest{Session: a.in.em.session, Run: a.in.run, Turn: a.in.turn, CallID: p.id, Tool: p.name,
+			Args: slices.Clone(p.args.Canonical), ArgsHash: p.argsHash, Diff: pv.Diff, Note: pv.Note, StateHash: pv.StateHash()}
+		go func() {
+			if r := askApprover(actx, ap, req); r != nil {
+				sys.Root.Send(self, r)
+			}
+		}()
+		return
+	}
+	a.in.em.emit(&messages.Event{Kind: EventToolConfirm, CallId: p.id, Tool: p.name, ArgsHash: p.argsHash,
+		Arguments: a.in.em.clip(string(p.args.Canonical), maxConfirmArguments),
+		Text:      fmt.Sprintf("Allow %s to run with these arguments? It is not read-only.", p.name),
+		Diff:      pv.Diff, Note: pv.Note, StateHash: pv.StateHash()})
+}
+
+func (a *preflightActor) confirmReply(ctx actor.Context, m *messages.ConfirmReply) {
+	switch {
+	case a.in.cfg.Approver != nil && !a.answered[m.CallId]:
+		// The Approver answers this turn's confirmations, not Confirm.
+		ctx.Respond(&messages.ConfirmAck{Status: "not_found"})
+		return
+	case a.asking == nil || a.asking.id != m.CallId || (a.asking.tool.Preview != nil && !a.asking.bound):
+		// Not asked (yet: a call with a preview is asked once the preview
+		// is shown, and an answer before that answers nothing).
+		if a.answered[m.CallId] {
+			ctx.Respond(&messages.ConfirmAck{Status: "already_answered"})
+		} else {
+			ctx.Respond(&messages.ConfirmAck{Status: "not_found"})
+		}
+		return
+	case a.asking.argsHash != m.ArgsHash:
+		ctx.Respond(&messages.ConfirmAck{Status: "mismatch"})
+		return
+	}
+	ctx.Respond(&messages.ConfirmAck{Status: "accepted"})
+	reason := "denied by the user"
+	if m.Reason != "" {
+		reason += ": " + messages.ClipText(m.Reason, 500)
+	}
+	a.decideAsk(ctx, m.Approve, reason)
+}
+
+// approverReply settles the pending confirmation with the Approver's
+// answer, if it is the answer to that call and those arguments. An answer
+// given after the Approver's context ended is never sent: the timer or the
+// cancellation settles the call.
+func (a *preflightActor) approverReply(ctx actor.Context, m *approverReply) {
+	if a.asking == nil || a.asking.id != m.callID || a.asking.argsHash != m.argsHash {
+		return
+	}
+	reason := "denied by the approver"
+	if m.reason != "" {
+		reason += ": " + messages.ClipText(m.reason, 500)
+	}
+	a.decideAsk(ctx, m.approve, reason)
+}
+
+// decideAsk settles the pending confirmation and goes on with the next call.
+func (a *preflightActor) decideAsk(ctx actor.Context, approved bool, reason string) {
+	p := a.asking
+	a.asking = nil
+	a.in.cfg.Observer.ConfirmWait(p.name, approved, time.Since(a.askedAt))
+	if a.answered == nil {
+		a.answered = map[string]bool{}
+	}
+	a.answered[p.id] = true
+	if a.askTimer != nil {
+		a.askTimer.Stop()
+		a.askTimer = nil
+	}
+	if a.askCancel != nil {
+		a.askCancel()
+		a.askCancel = nil
+	}
+	if approved {
+		a.mutated(p)
+	} else {
+		a.skip(p, reason)
+	}
+	a.cur = nil // its preflight is over
+	a.proceed(ctx)
+}
