@@ -270,6 +270,13 @@ func (d *Dispatcher) Confirm(ctx context.Context, r *messages.ConfirmReply) (*me
 		return nil, ErrClosed
 	}
 	ack, err := d.router.Confirm(ctx, r)
+	if err == nil && ack.GetStatus() == confirmNotFound && !r.Stored {
+		// No running turn waits on it: a deferred approval, if the store
+		// keeps one, answered by the session after its running turn.
+		r = proto.Clone(r).(*messages.ConfirmReply)
+		r.Stored = true
+		ack, err = d.router.Confirm(ctx, r)
+	}
 	if err != nil {
 		err = fmt.Errorf("confirming call %q: %w", r.CallId, err)
 		endRequest(span, err)

@@ -154,7 +154,7 @@ func (a *turnActor) startPreflight(ctx actor.Context) {
 	in := &preflightInput{
 		cfg: a.cfg, view: a.p.view, em: a.em, provider: a.provider, run: a.run, turn: a.turn, chaos: a.p.chaos,
 		calls: a.req.Message.GetToolCalls(), parsed: a.p.calls, approve: a.p.Approve(),
-		autoLoad: a.req.AutoLoadSchemas, turnCtx: a.ctx,
+		autoLoad: a.req.AutoLoadSchemas, turnCtx: a.ctx, deferAsk: a.req.Confirm == ConfirmDefer, session: a.session,
 	}
 	a.tr.startPreflight()
 	rs := a.runState
@@ -262,6 +262,7 @@ func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome)
 		DedupPut:   dedupPut,
 		DedupDel:   dedupDel,
 		CachePut:   cachePut,
+		Approvals:  a.approvals(msgs),
 	}
 	a.msgs, a.began, a.committing = msgs, time.Now(), true
 	a.tr.startCommit(len(msgs))

@@ -16,10 +16,6 @@ import (
 // answers, and the answer amends the message once (SettleApproval).
 const StatusAwaitingApproval = "awaiting_approval"
 
-// statusOutcomeUnknown is the status a claimed approval's call reads when
-// the writer that ran it is gone.
-const statusOutcomeUnknown = "outcome_unknown"
-
 // ErrArgsMismatch: ClaimApproval was given another hash of the arguments
 // than the one the approval was asked for; nothing changed.
 var ErrArgsMismatch = errors.New("cachestore: the arguments' hash differs from the one asked about")
@@ -39,9 +35,12 @@ type Approval struct {
 	// which an answer must name.
 	Arguments []byte `json:"arguments"`
 	ArgsHash  string `json:"args_hash"`
-	// StateHash binds the approval to what the preview showed (the content
+	// State binds the approval to what the preview showed (the content
 	// of the files an edit reads); empty when the tool has no preview.
-	StateHash string `json:"state_hash,omitempty"`
+	State string `json:"state,omitempty"`
+	// Shown is the arguments as the person is shown them (secrets
+	// redacted, clipped); Diff and Note the preview.
+	Shown string `json:"shown,omitempty"`
 	// Diff and Note are the preview the person is shown.
 	Diff string `json:"diff,omitempty"`
 	Note string `json:"note,omitempty"`
@@ -122,7 +121,7 @@ type ApprovalStore interface {
 // ClaimedOutcome is the message a claimed approval's call reads when the
 // writer that ran it was gone before it settled it.
 func ClaimedOutcome(a *Approval) *messages.ToolMessage {
-	return &messages.ToolMessage{Role: "tool", ToolCallId: a.CallID, Name: a.Tool, Status: statusOutcomeUnknown,
+	return &messages.ToolMessage{Role: "tool", ToolCallId: a.CallID, Name: a.Tool, Status: StatusOutcomeUnknown,
 		Content: "The call was approved and may have started, but the process running it stopped before its result was " +
 			"recorded: its outcome is unknown. Check its effect before calling it again."}
 }

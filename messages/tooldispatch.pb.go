@@ -381,7 +381,13 @@ type DispatchTurn struct {
 	// "responses", "anthropic" or "gemini". find_tools hands schemas out in
 	// it, and in the strict ones (openai-strict, responses) a null for an
 	// optional property means the property is absent.
-	ToolsFormat   string `protobuf:"bytes,14,opt,name=tools_format,json=toolsFormat,proto3" json:"tools_format,omitempty"`
+	ToolsFormat string `protobuf:"bytes,14,opt,name=tools_format,json=toolsFormat,proto3" json:"tools_format,omitempty"`
+	// confirm is how a call that needs a person's approval waits: "block"
+	// (the turn waits for the answer, up to the confirm timeout) or "defer"
+	// (the call is committed awaiting_approval at once, and an answer given
+	// later, on any member, runs or skips it); empty: the dispatcher's
+	// default.
+	Confirm       string `protobuf:"bytes,15,opt,name=confirm,proto3" json:"confirm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -510,6 +516,13 @@ func (x *DispatchTurn) GetTracestate() string {
 func (x *DispatchTurn) GetToolsFormat() string {
 	if x != nil {
 		return x.ToolsFormat
+	}
+	return ""
+}
+
+func (x *DispatchTurn) GetConfirm() string {
+	if x != nil {
+		return x.Confirm
 	}
 	return ""
 }
@@ -1177,8 +1190,12 @@ type ConfirmReply struct {
 	// traceparent and tracestate are the W3C trace context of the request
 	// (see DispatchTurn): the span of its delivery on the session's member is
 	// its child. Empty: no trace.
-	Traceparent   string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
-	Tracestate    string `protobuf:"bytes,7,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	Traceparent string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate  string `protobuf:"bytes,7,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	// stored: the reply answers a deferred approval (a call committed
+	// awaiting_approval) kept in the store, not a confirmation a running turn
+	// waits on; the session queues it after its running turn.
+	Stored        bool `protobuf:"varint,8,opt,name=stored,proto3" json:"stored,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1260,6 +1277,13 @@ func (x *ConfirmReply) GetTracestate() string {
 		return x.Tracestate
 	}
 	return ""
+}
+
+func (x *ConfirmReply) GetStored() bool {
+	if x != nil {
+		return x.Stored
+	}
+	return false
 }
 
 // ConfirmAck tells whether a ConfirmReply matched a pending confirmation.
@@ -1442,7 +1466,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
 	"\n" +
 	"parameters\x18\x03 \x01(\tR\n" +
-	"parameters\"\xe4\x03\n" +
+	"parameters\"\xfe\x03\n" +
 	"\fDispatchTurn\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03run\x18\x02 \x01(\tR\x03run\x12\x1a\n" +
@@ -1461,7 +1485,8 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\n" +
 	"tracestate\x18\r \x01(\tR\n" +
 	"tracestate\x12!\n" +
-	"\ftools_format\x18\x0e \x01(\tR\vtoolsFormat\"\x87\x01\n" +
+	"\ftools_format\x18\x0e \x01(\tR\vtoolsFormat\x12\x18\n" +
+	"\aconfirm\x18\x0f \x01(\tR\aconfirm\"\x87\x01\n" +
 	"\n" +
 	"CancelTurn\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1d\n" +
@@ -1525,7 +1550,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\n" +
 	"state_hash\x18\x10 \x01(\tR\tstateHash\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x11 \x01(\tR\trequestId\"\xd2\x01\n" +
+	"request_id\x18\x11 \x01(\tR\trequestId\"\xea\x01\n" +
 	"\fConfirmReply\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -1535,7 +1560,8 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\a \x01(\tR\n" +
-	"tracestate\"$\n" +
+	"tracestate\x12\x16\n" +
+	"\x06stored\x18\b \x01(\bR\x06stored\"$\n" +
 	"\n" +
 	"ConfirmAck\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\"\xb0\x02\n" +

@@ -19,7 +19,7 @@ func awaitingTurn(session string, turn int64) *cachestore.TurnCommit {
 	rec.ToolMessages[1].Content = "waiting for a person's approval"
 	return &cachestore.TurnCommit{Session: session, Record: rec, Approvals: []*cachestore.Approval{{
 		Session: session, Run: "r", Turn: turn, CallID: id, Tool: "read_files",
-		Arguments: []byte(`{"paths":["a.txt"]}`), ArgsHash: "hash-" + id, StateHash: "state", Diff: "--- a\n+++ b\n",
+		Arguments: []byte(`{"paths":["a.txt"]}`), ArgsHash: "hash-" + id, State: "state", Shown: `{"paths":["a.txt"]}`, Diff: "--- a\n+++ b\n",
 		Ceiling: "ask", Answerer: "confirm", Asked: time.Unix(1_700_000_000, 0).UTC(),
 	}}}
 }
@@ -129,7 +129,7 @@ func first(as []*cachestore.Approval) *cachestore.Approval {
 
 func approvalEqual(a, b *cachestore.Approval) bool {
 	return a.Session == b.Session && a.Run == b.Run && a.Turn == b.Turn && a.CallID == b.CallID && a.Tool == b.Tool &&
-		string(a.Arguments) == string(b.Arguments) && a.ArgsHash == b.ArgsHash && a.StateHash == b.StateHash &&
-		a.Diff == b.Diff && a.Note == b.Note && a.Ceiling == b.Ceiling && a.Answerer == b.Answerer &&
+		string(a.Arguments) == string(b.Arguments) && a.ArgsHash == b.ArgsHash && a.State == b.State &&
+		a.Diff == b.Diff && a.Shown == b.Shown && a.Note == b.Note && a.Ceiling == b.Ceiling && a.Answerer == b.Answerer &&
 		a.Asked.Equal(b.Asked) && a.Claimed == b.Claimed
 }

@@ -270,6 +270,7 @@ func dispatcherSettings(o *options, cfg *fileConfig) actors.Config {
 		MaxApprove:     cmp.Or(o.approve, actors.ApproveAsk),
 		Exclude:        slices.Clone(cfg.Dispatcher.Exclude),
 		MaxTurnBytes:   cfg.Dispatcher.MaxTurnBytes,
+		Confirm:        cfg.Dispatcher.Confirm,
 	}
 	return c
 }

@@ -116,12 +116,13 @@ func TestWholeRunThroughTheAPI(t *testing.T) {
 		t.Errorf("tool_histories[0] = %+v", first)
 	}
 
-	// Nothing waits any more; the turn is over, so the call is unknown.
+	// Nothing waits any more; the call was answered (denied) and is
+	// committed, so a later answer is a second answer.
 	if p := f.broker.Pending(s); len(p) != 0 {
 		t.Errorf("pending after the turn: %+v", p)
 	}
-	if code, r := confirm("c2", map[string]any{"approve": true, "args_hash": c2.ArgsHash}); code != http.StatusNotFound {
-		t.Errorf("confirm after the turn: %d %+v, want 404", code, r)
+	if code, r := confirm("c2", map[string]any{"approve": true, "args_hash": c2.ArgsHash}); code != http.StatusConflict || r.Status != "already_answered" {
+		t.Errorf("confirm after the turn: %d %+v, want 409 already_answered", code, r)
 	}
 
 	// Ending the run.

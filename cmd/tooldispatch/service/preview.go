@@ -1,7 +1,9 @@
 package service
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -14,8 +16,14 @@ type PendingView struct {
 	// shell line).
 	Command string `json:"command,omitempty"`
 	// TimeoutAt is when the confirmation stops waiting and the call is
-	// skipped.
-	TimeoutAt time.Time `json:"timeout_at"`
+	// skipped; absent for a deferred approval, which waits until answered.
+	TimeoutAt *time.Time `json:"timeout_at,omitempty"`
+	// Deferred: the call was committed awaiting_approval (confirm defer)
+	// and its approval is kept in the store: it waits, across restarts,
+	// until someone answers it on any member.
+	Deferred bool `json:"deferred,omitempty"`
+	// Ceiling is the approval the run had when a deferred call asked.
+	Ceiling string `json:"ceiling,omitempty"`
 }
 
 // DiffLines splits Diff into lines with their kind, for the page.
@@ -50,13 +58,34 @@ func diffKind(l string) string {
 	return "ctx"
 }
 
-// pendingViews returns the views of the pending confirmations.
-func (s *Server) pendingViews(ps []PendingConfirm) []PendingView {
-	out := make([]PendingView, len(ps))
-	for i, p := range ps {
-		out[i] = s.pendingView(p)
+// pendingViews returns the views of the pending confirmations: those
+// running turns wait on (this member's broker), then the deferred
+// approvals the store keeps (every member's, across restarts).
+func (s *Server) pendingViews(ctx context.Context, ps []PendingConfirm) ([]PendingView, error) {
+	out := make([]PendingView, 0, len(ps))
+	seen := make(map[[2]string]bool, len(ps))
+	for _, p := range ps {
+		out = append(out, s.pendingView(p))
+		seen[[2]string{p.Session, p.CallID}] = true
 	}
-	return out
+	as, err := s.opts.Store.Approvals(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range as {
+		if a.Claimed || seen[[2]string{a.Session, a.CallID}] {
+			continue // running now, or also asked by a running turn
+		}
+		v := PendingView{PendingConfirm: PendingConfirm{Session: a.Session, Run: a.Run, Turn: a.Turn, CallID: a.CallID,
+			Tool: a.Tool, Arguments: a.Shown, ArgsHash: a.ArgsHash,
+			Question: fmt.Sprintf("Allow %s to run with these arguments? It is not read-only. The turn did not wait: answer whenever you like.", a.Tool),
+			Since:    a.Asked, Diff: a.Diff, Note: a.Note}, Deferred: true, Ceiling: a.Ceiling}
+		if a.Tool == "run_command" {
+			v.Command = commandLine(v.Arguments)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // pendingView computes what a pending confirmation shows. The preview of a
@@ -64,7 +93,8 @@ func (s *Server) pendingViews(ps []PendingConfirm) []PendingView {
 // dispatcher when it asked, from the files its approval is bound to; it is
 // shown as it came, never recomputed from the files as they are later.
 func (s *Server) pendingView(p PendingConfirm) PendingView {
-	v := PendingView{PendingConfirm: p, TimeoutAt: p.Since.Add(s.opts.Dispatcher.ConfirmTimeout())}
+	at := p.Since.Add(s.opts.Dispatcher.ConfirmTimeout())
+	v := PendingView{PendingConfirm: p, TimeoutAt: &at}
 	if p.Tool == "run_command" {
 		v.Command = commandLine(p.Arguments)
 	}
