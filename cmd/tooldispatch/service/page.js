@@ -320,7 +320,12 @@
         setStatus(callRow(ev, true), 'ended');
         break;
       case 'tool_result':
-        removePending('confirms', ev.session, ev.call_id);
+        if (ev.status === 'awaiting_approval') {
+          // Committed with its stored approval: the server lists it now.
+          refreshPending();
+        } else {
+          removePending('confirms', ev.session, ev.call_id);
+        }
         removePending('questions', ev.session, ev.call_id);
         setStatus(callRow(ev, true), ev.status, ev.text || '');
         break;
