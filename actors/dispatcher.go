@@ -159,6 +159,14 @@ func (d *Dispatcher) ToolsView(provider string, clientTools []*messages.ToolSpec
 	return d.cfg.view(provider, clientTools, mergeNames(d.cfg.Exclude, narrow.Exclude, exclude))
 }
 
+// Approval is the approval a turn that asks for asked gets under the
+// dispatcher's policy and narrow, as Prepare settles it, and whether a
+// ceiling lowered it: for a caller that chooses a turn's narrower policy
+// by what it would get (run asks a person only when there is one).
+func (d *Dispatcher) Approval(asked string, narrow Policy) (approve string, lowered bool) {
+	return d.cfg.approval(narrow, asked)
+}
+
 // Dispatch runs one turn and returns its result: one tool message per call,
 // in call order, committed before it returns. If ctx ends first the turn is
 // canceled, and Dispatch still waits for the canceled turn to commit.

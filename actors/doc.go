@@ -9,14 +9,14 @@
 //	                      └── pool (pass 2) ── call (at most MaxConcurrency, reused from call to call)
 //
 // The commit and call actors, which wait (on the store, on tools), have
-// a mailbox goroutine each; the dispatcher and session actors too. The
-// turn, preflight and pool actors wait on nothing inside Receive (no I/O,
-// no store call, no person), so they run on protoactor's synchronized
-// dispatcher, on the goroutine of whoever sends to them: pass 1 runs the
-// rules of SPEC §3 one call at a time inside the turn's Receive, and hands
-// what has to wait (a confirmation, a file stamp) to a preflight actor,
-// which takes it on a goroutine of its own and goes on when the answer
-// comes back as a message.
+// a mailbox goroutine each; the dispatcher and session actors too. So has
+// the turn, which does CPU work in its Receive: pass 1 runs the rules of
+// SPEC §3 one call at a time there, and hands what has to wait (a
+// confirmation, a file stamp) to a preflight actor, which takes it on a
+// goroutine of its own and goes on when the answer comes back as a
+// message. Only the pool, which coordinates and does little else (no I/O,
+// no store call, no person), runs on protoactor's synchronized dispatcher,
+// on the goroutine of whoever sends to it: no goroutine hand-off per call.
 //
 // A turn is prepared once (Prepare, or on arrival from another member):
 // its policy settled, its tools view built, its calls' arguments parsed.

@@ -36,19 +36,28 @@ func (p Policy) Validate() error {
 }
 
 // settle returns the approval and the exclusions turn t gets under the
-// dispatcher's policy and the caller's narrower one. It is the one place a
-// turn's policy is applied (see Policy); the names are merged without
-// repeats, so settling a turn that was settled already (one that comes
-// from another member) changes nothing.
-func (cfg *shared) settle(narrow Policy, t *messages.DispatchTurn) (approve string, exclude []string) {
-	approve = LowerApproval(t.GetApprove(), cfg.MaxApprove)
+// dispatcher's policy and the caller's narrower one, and whether a ceiling
+// lowered the approval the turn asked for. It is the one place a turn's
+// policy is applied (see Policy); the names are merged without repeats,
+// so settling a turn that was settled already (one that comes from
+// another member) changes nothing.
+func (cfg *shared) settle(narrow Policy, t *messages.DispatchTurn) (approve string, exclude []string, lowered bool) {
+	approve, lowered = cfg.approval(narrow, t.GetApprove())
+	return approve, mergeNames(cfg.Exclude, narrow.Exclude, t.GetExclude()), lowered
+}
+
+// approval is the approval a turn that asks for asked gets under the
+// dispatcher's ceiling and narrow's (none when it asks for none), and
+// whether a ceiling made it lower than asked.
+func (cfg *shared) approval(narrow Policy, asked string) (approve string, lowered bool) {
+	approve = LowerApproval(asked, cfg.MaxApprove)
 	if narrow.MaxApprove != "" {
 		approve = LowerApproval(approve, narrow.MaxApprove)
 	}
 	if approve == "" {
 		approve = ApproveNone
 	}
-	return approve, mergeNames(cfg.Exclude, narrow.Exclude, t.GetExclude())
+	return approve, approvalRank(approve) < approvalRank(asked)
 }
 
 // mergeNames returns the names of every list, each once, in order of first

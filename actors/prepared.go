@@ -38,7 +38,9 @@ type Prepared struct {
 	calls []preparedCall
 	// callsHash identifies the calls for the turn id (empty without one).
 	callsHash string
-	sent      atomic.Bool
+	// lowered: a ceiling made the turn's approve lower than it asked.
+	lowered bool
+	sent    atomic.Bool
 }
 
 // preparedCall is one call as rules 1 and 2 of pass 1 read it.
@@ -62,6 +64,12 @@ func (p *Prepared) RequestID() string { return p.turn.GetRequestId() }
 
 // Approve is the approval the turn gets under the policy: ask, all or none.
 func (p *Prepared) Approve() string { return p.turn.GetApprove() }
+
+// ApproveLowered reports whether a ceiling of the policy lowered the
+// approval the turn asked for (all to ask, or ask or all to none): the
+// turn gets Approve, less than it asked. A turn prepared on arrival from
+// another member was settled there, and reports false.
+func (p *Prepared) ApproveLowered() bool { return p.lowered }
 
 // prepare checks t and builds its Prepared under the dispatcher's policy
 // and narrow; requestID, when set, names the request (a turn from
@@ -90,7 +98,7 @@ func prepare(cfg *shared, t *messages.DispatchTurn, narrow Policy, requestID str
 	if confirm != ConfirmBlock && confirm != ConfirmDefer {
 		return nil, fmt.Errorf("%w: confirm must be block or defer", ErrBadRequest)
 	}
-	approve, exclude := cfg.settle(narrow, t)
+	approve, exclude, lowered := cfg.settle(narrow, t)
 	view, err := cfg.view(t.Provider, t.ClientTools, exclude)
 	if err != nil {
 		return nil, fmt.Errorf("%w: client_tools: %w", ErrBadRequest, err)
@@ -100,7 +108,7 @@ func prepare(cfg *shared, t *messages.DispatchTurn, narrow Policy, requestID str
 		req.RequestId = requestID
 	}
 	req.Approve, req.Exclude, req.Confirm = approve, exclude, confirm
-	p := &Prepared{turn: req, view: view.WithFormat(format), chaos: policy}
+	p := &Prepared{turn: req, view: view.WithFormat(format), chaos: policy, lowered: lowered}
 	p.calls = parseCalls(t.Message.GetToolCalls(), cfg.MaxCallsPerTurn, cfg.Limits)
 	if t.TurnId != "" {
 		p.callsHash = callsHash(t.Message.GetToolCalls(), p.calls)

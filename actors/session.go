@@ -263,11 +263,13 @@ func (a *session) pump(ctx actor.Context) {
 	case *Prepared:
 		cfg, id, commit, sender := a.cfg, a.id, a.commit, q.sender
 		tctx, tcancel := context.WithCancel(context.Background())
-		// The turn only coordinates (it waits on nobody in its Receive),
-		// so it runs on the synchronized dispatcher: its start, the commit
-		// actor's replies and the pool's poolDone are handled on the
-		// sender's goroutine, not one goroutine hand-off each.
-		pid := ctx.Spawn(coordinatorProps(func() actor.Actor {
+		// The turn has a mailbox goroutine of its own: pass 1 runs in
+		// its Receive, and on the synchronized dispatcher it ran on
+		// whichever goroutine held the turn's mailbox when the commit
+		// actor's reply came, at times this one (while the turn's start
+		// was still being handled here), which then took no cancellation
+		// until pass 1 was over.
+		pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 			return newTurnActor(cfg, id, commit, m, sender, tctx, tcancel)
 		}))
 		a.current = &runningTurn{requestID: m.RequestID(), pid: pid, sender: sender, cancel: tcancel}

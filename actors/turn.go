@@ -58,11 +58,14 @@ type turnActor struct {
 	started time.Time
 }
 
-// coordinatorProps spawns an actor that only coordinates (turn, pool): its
-// Receive waits on nothing, so its mailbox runs on the sender's goroutine
-// instead of a fresh goroutine per mailbox run. A call actor handing its
-// outcome to the pool then runs the pool's bookkeeping and picks up its
-// next call on the same goroutine: no goroutine hand-off per call.
+// coordinatorProps spawns an actor that only coordinates (the pool): its
+// Receive waits on nothing and does little, so its mailbox runs on the
+// sender's goroutine instead of a fresh goroutine per mailbox run. A call
+// actor handing its outcome to the pool then runs the pool's bookkeeping
+// and picks up its next call on the same goroutine: no goroutine hand-off
+// per call. An actor whose Receive does work of its own (the turn runs
+// pass 1) must not use it: its work would run on any sender's goroutine,
+// the session actor's among them.
 func coordinatorProps(producer actor.Producer) *actor.Props {
 	return actor.PropsFromProducer(producer, actor.WithDispatcher(syncDispatcher))
 }

@@ -385,20 +385,21 @@ func (r *runner) request(t *inputTurn) (*actors.Prepared, error) {
 	// A turn that says nothing asks for r.approve. --approve (ask when
 	// absent) is the dispatcher's ceiling (SPEC §16, Config.MaxApprove):
 	// the dispatcher settles the turn's approval under it once, when it
-	// checks the turn and builds its tools view and chaos policy, before
-	// anything runs; what it refuses is bad input.
+	// checks the turn, builds its tools view and chaos policy and parses
+	// its calls, before anything runs; what it refuses is bad input. A
+	// turn that would ask when nobody can be asked is narrowed to none.
 	dt.Approve = cmp.Or(t.Approve, r.approve)
-	p, err := r.stack.disp.Prepare(dt)
-	if err == nil && p.Approve() == actors.ApproveAsk {
+	var narrow actors.Policy
+	if approve, _ := r.stack.disp.Approval(dt.Approve, narrow); approve == actors.ApproveAsk {
 		who := "--approve ask"
 		if t.Approve != "" {
 			who = fmt.Sprintf("turn %d asks for approve %q", t.Index, t.Approve)
 		}
 		if r.askOrNone(who) != actors.ApproveAsk {
-			// Nobody can be asked: the turn runs under none.
-			p, err = r.stack.disp.PrepareWith(dt, actors.Policy{MaxApprove: actors.ApproveNone})
+			narrow.MaxApprove = actors.ApproveNone
 		}
 	}
+	p, err := r.stack.disp.PrepareWith(dt, narrow)
 	if err != nil {
 		ie := &inputError{Turn: t.Index, Offset: t.Offset, Err: err}
 		if errors.Is(err, toolkit.ErrToolCollision) {

@@ -30,6 +30,10 @@
 // The package knows the dispatcher only through its Go API (actors), the
 // tools through toolkit and the persisted sessions through cachestore. It
 // opens no store, registers no tool and does not listen: that is the
-// command's job. It keeps no global state (its metrics have a registry of
-// their own), so two servers in one process share nothing.
+// command's job. It keeps no global state: its metrics have a registry of
+// their own, so two servers in one process share no state. Some of their
+// series read the process, not the server, and two servers show the same
+// values there: tooldispatch_abandoned_calls_running (actors.AbandonedCalls,
+// which counts the abandoned calls of every dispatcher in the process) and
+// the Go runtime and process collectors.
 package service
