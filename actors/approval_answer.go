@@ -305,6 +305,12 @@ func (a *approvalActor) Receive(ctx actor.Context) {
 		// Not a confirmation a turn waits on: the dispatcher asks again
 		// with stored set, queued after this job.
 		ctx.Respond(&messages.ConfirmAck{Status: confirmNotFound})
+	case *messages.CancelTurn:
+		// The member's grace ended (drainCancel): the approved call is
+		// canceled like a turn's, and its result still committed.
+		if a.cancel != nil {
+			a.cancel()
+		}
 	case *actor.Stopping:
 		a.ack(ctx, confirmClosed)
 		if a.overdue != nil {

@@ -178,7 +178,8 @@ type Config struct {
 	Exclude []string
 	// Confirm is how calls that need approval wait in turns that do not
 	// say (DispatchTurn.confirm): ConfirmBlock (the default, "") or
-	// ConfirmDefer.
+	// ConfirmDefer. A deferred call is answered through Confirm, never by
+	// the Approver (which answers only calls whose turn waits).
 	Confirm string
 
 	// Chaos is the chaos-mode policy of runs whose turns bring none; nil

@@ -262,7 +262,14 @@ func checkSessionID(session string) error {
 }
 
 // Confirm answers a tool_confirm event. The reply is bound to the call id and
-// the hash of the call's canonical arguments and is used once.
+// the hash of the call's canonical arguments and is used once. It answers
+// the confirmation a running turn waits on or, when none does, the
+// deferred approval (awaiting_approval) the store keeps for the call, on
+// whatever member and however long after it was asked: "accepted" once the
+// answer is taken (an approved call then runs after the session's running
+// turn, its tool_result follows), "mismatch" for another hash (nothing
+// changes), "already_answered" for a call already settled, "not_found"
+// for a call the session never committed.
 func (d *Dispatcher) Confirm(ctx context.Context, r *messages.ConfirmReply) (*messages.ConfirmAck, error) {
 	if r == nil || r.Session == "" || r.CallId == "" {
 		return nil, fmt.Errorf("%w: a confirmation needs session and call id", ErrBadRequest)
