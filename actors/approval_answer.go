@@ -31,6 +31,9 @@ const (
 	confirmMismatch        = "mismatch"
 	confirmAlreadyAnswered = "already_answered"
 	confirmClosed          = "closed"
+	// confirmFailed: the store failed while the answer was being taken;
+	// nothing was taken, the answer may be given again.
+	confirmFailed = "failed"
 )
 
 // approvalSeqBase places the events of an answered deferred approval
@@ -339,7 +342,7 @@ func (a *approvalActor) done(ctx actor.Context) {
 func (a *approvalActor) taken(ctx actor.Context, m *approvalTaken) {
 	if m.err != nil {
 		a.cfg.Logger.Error().Err(m.err).Str("session", a.session).Str("call", a.reply.CallId).Msg("taking a deferred approval failed")
-		a.ack(ctx, confirmClosed)
+		a.ack(ctx, confirmFailed)
 		a.done(ctx)
 		return
 	}

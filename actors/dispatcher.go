@@ -292,6 +292,13 @@ func (d *Dispatcher) Confirm(ctx context.Context, r *messages.ConfirmReply) (*me
 		r.Stored = true
 		ack, err = d.router.Confirm(ctx, r)
 	}
+	switch {
+	case err != nil:
+	case ack.GetStatus() == confirmClosed:
+		err = ErrClosed
+	case ack.GetStatus() == confirmFailed:
+		err = errors.New("the store failed while the answer was taken; nothing was taken")
+	}
 	if err != nil {
 		err = fmt.Errorf("confirming call %q: %w", r.CallId, err)
 		endRequest(span, err)
