@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
@@ -52,25 +50,11 @@ func (m *Memory) SettleApproval(ctx context.Context, session, callID string, msg
 		return nil, fmt.Errorf("settling the approval of call %q: %w", callID, err)
 	}
 	defer m.mu.Unlock()
-	s := m.sessions[session]
-	if s == nil {
-		return nil, ErrNotFound
+	rec, err := m.amendLocked(session, callID, []string{StatusAwaitingApproval}, msg)
+	if err == nil {
+		delete(m.approval, memApprovalKey{session, callID})
 	}
-	for i := len(s.turns) - 1; i >= 0; i-- {
-		rec := s.turns[i]
-		for j, tm := range rec.ToolMessages {
-			if tm.ToolCallId != callID {
-				continue
-			}
-			if tm.Status != StatusAwaitingApproval {
-				return nil, ErrAlreadySettled
-			}
-			rec.ToolMessages[j] = AmendedMessage(tm, msg)
-			delete(m.approval, memApprovalKey{session, callID})
-			return proto.Clone(rec).(*messages.TurnRecord), nil
-		}
-	}
-	return nil, ErrNotFound
+	return rec, err
 }
 
 // SortApprovals orders approvals by session, then call id.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	badgerdb "github.com/dgraph-io/badger/v4"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -112,43 +111,7 @@ func (e entered) SettleApproval(ctx context.Context, session, callID string, m *
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var out *messages.TurnRecord
-	err := e.b.db.Update(func(txn *badgerdb.Txn) error {
-		it := txn.NewIterator(badgerdb.IteratorOptions{Prefix: turnPrefix(session)})
-		defer it.Close()
-		var found *messages.TurnRecord
-		var key []byte
-		idx := -1
-		for it.Rewind(); it.Valid(); it.Next() {
-			rec, err := readTurn(txn, it.Item())
-			if err != nil {
-				return err
-			}
-			for i, tm := range rec.ToolMessages {
-				if tm.ToolCallId == callID {
-					found, key, idx = rec, it.Item().KeyCopy(nil), i
-				}
-			}
-		}
-		switch {
-		case found == nil:
-			return cachestore.ErrNotFound
-		case found.ToolMessages[idx].Status != cachestore.StatusAwaitingApproval:
-			return cachestore.ErrAlreadySettled
-		}
-		found.ToolMessages[idx] = cachestore.AmendedMessage(found.ToolMessages[idx], m)
-		v, err := proto.Marshal(found)
-		if err != nil {
-			return err
-		}
-		out = found
-		if err := txn.Delete(approvalKey(session, callID)); err != nil {
-			return err
-		}
-		return setChunked(txn, key, v, 0)
+	return e.b.amend(session, callID, []string{cachestore.StatusAwaitingApproval}, m, func(txn *badgerdb.Txn) error {
+		return txn.Delete(approvalKey(session, callID))
 	})
-	if err != nil {
-		return nil, fmt.Errorf("settling the approval of call %q of session %q: %w", callID, session, tooLarge(err))
-	}
-	return out, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -130,61 +129,8 @@ func (e entered) ClaimApproval(ctx context.Context, session, callID, argsHash st
 }
 
 func (e entered) SettleApproval(ctx context.Context, session, callID string, m *messages.ToolMessage) (*messages.TurnRecord, error) {
-	var out *messages.TurnRecord
-	err := pgx.BeginFunc(ctx, e.p.pool, func(tx pgx.Tx) error {
-		if err := e.lockWriter(ctx, tx, session); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT turn, record FROM turns WHERE session = $1 ORDER BY turn DESC`, b(session))
-		if err != nil {
-			return err
-		}
-		var found *messages.TurnRecord
-		idx := -1
-		for rows.Next() && found == nil {
-			var turn int64
-			var raw []byte
-			if err := rows.Scan(&turn, &raw); err != nil {
-				rows.Close()
-				return err
-			}
-			rec := &messages.TurnRecord{}
-			if err := proto.Unmarshal(raw, rec); err != nil {
-				rows.Close()
-				return fmt.Errorf("decoding turn %d: %w", turn, unavailable(err))
-			}
-			for i, tm := range rec.ToolMessages {
-				if tm.ToolCallId == callID {
-					found, idx = rec, i
-				}
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		switch {
-		case found == nil:
-			return cachestore.ErrNotFound
-		case found.ToolMessages[idx].Status != cachestore.StatusAwaitingApproval:
-			return cachestore.ErrAlreadySettled
-		}
-		found.ToolMessages[idx] = cachestore.AmendedMessage(found.ToolMessages[idx], m)
-		raw, _, err := cachestore.MarshalValid(found)
-		if err != nil {
-			return fmt.Errorf("encoding turn record: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE turns SET record = $3 WHERE session = $1 AND turn = $2`, b(session), found.Turn, raw); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM approvals WHERE session = $1 AND call_id = $2`, b(session), b(callID)); err != nil {
-			return err
-		}
-		out = found
-		return nil
+	return e.p.amend(ctx, session, callID, []string{cachestore.StatusAwaitingApproval}, m, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `DELETE FROM approvals WHERE session = $1 AND call_id = $2`, b(session), b(callID))
+		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("settling the approval of call %q of session %q: %w", callID, session, unavailable(mapPgError(err)))
-	}
-	return out, nil
 }

@@ -897,6 +897,12 @@ func (p *Store) AmendToolMessage(ctx context.Context, session, callID string, pe
 		return nil, fmt.Errorf("amending call %q of session %q: %w", callID, session, unavailable(err))
 	}
 	defer p.leave()
+	return p.amend(ctx, session, callID, pending, m, nil)
+}
+
+// amend amends the call's message when its status is one of pending, and
+// runs also (when set) in the same transaction, fenced.
+func (p *Store) amend(ctx context.Context, session, callID string, pending []string, m *messages.ToolMessage, also func(pgx.Tx) error) (*messages.TurnRecord, error) {
 	var out *messages.TurnRecord
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		var epoch int64
@@ -951,6 +957,11 @@ func (p *Store) AmendToolMessage(ctx context.Context, session, callID string, pe
 		}
 		if _, err := tx.Exec(ctx, `UPDATE turns SET record = $3 WHERE session = $1 AND turn = $2`, b(session), found.Turn, raw); err != nil {
 			return err
+		}
+		if also != nil {
+			if err := also(tx); err != nil {
+				return err
+			}
 		}
 		out = found
 		return nil
