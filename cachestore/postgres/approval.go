@@ -77,23 +77,10 @@ func (e entered) Approvals(ctx context.Context, session string) ([]*cachestore.A
 	return out, nil
 }
 
-// lockWriter locks the session's row and checks the fence.
-func (e entered) lockWriter(ctx context.Context, tx pgx.Tx, session string) error {
-	var epoch int64
-	err := tx.QueryRow(ctx, `SELECT epoch FROM sessions WHERE session = $1 FOR UPDATE`, b(session)).Scan(&epoch)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return cachestore.ErrNotFound
-	}
-	if err != nil {
-		return err
-	}
-	return e.p.checkFence(session, epoch)
-}
-
 func (e entered) ClaimApproval(ctx context.Context, session, callID, argsHash string) (*cachestore.Approval, error) {
 	var out *cachestore.Approval
 	err := pgx.BeginFunc(ctx, e.p.pool, func(tx pgx.Tx) error {
-		if err := e.lockWriter(ctx, tx, session); err != nil {
+		if err := e.p.lockWriter(ctx, tx, session); err != nil {
 			return err
 		}
 		var raw []byte

@@ -900,20 +900,26 @@ func (p *Store) AmendToolMessage(ctx context.Context, session, callID string, pe
 	return p.amend(ctx, session, callID, pending, m, nil)
 }
 
+// lockWriter locks the row of a session that exists and checks the fence
+// (cachestore.ErrNotFound for a session never written).
+func (p *Store) lockWriter(ctx context.Context, tx pgx.Tx, session string) error {
+	var epoch int64
+	err := tx.QueryRow(ctx, `SELECT epoch FROM sessions WHERE session = $1 FOR UPDATE`, b(session)).Scan(&epoch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return cachestore.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return p.checkFence(session, epoch)
+}
+
 // amend amends the call's message when its status is one of pending, and
 // runs also (when set) in the same transaction, fenced.
 func (p *Store) amend(ctx context.Context, session, callID string, pending []string, m *messages.ToolMessage, also func(pgx.Tx) error) (*messages.TurnRecord, error) {
 	var out *messages.TurnRecord
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		var epoch int64
-		err := tx.QueryRow(ctx, `SELECT epoch FROM sessions WHERE session = $1 FOR UPDATE`, b(session)).Scan(&epoch)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return cachestore.ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		if err := p.checkFence(session, epoch); err != nil {
+		if err := p.lockWriter(ctx, tx, session); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT turn, record FROM turns WHERE session = $1 ORDER BY turn DESC`, b(session))
