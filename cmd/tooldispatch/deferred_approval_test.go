@@ -26,18 +26,8 @@ func startKilledLater(t *testing.T, args ...string) (*server, func()) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{pid: cmd.Process.Pid}
 	r := bufio.NewReader(pipe)
-	for s.base == "" {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			_ = cmd.Wait()
-			t.Fatalf("serve ended before serving: %v", err)
-		}
-		if _, rest, ok := strings.Cut(line, "serving on "); ok {
-			s.base, _, _ = strings.Cut(rest, " ")
-		}
-	}
+	s := &server{pid: cmd.Process.Pid, base: servingOn(t, cmd, r)}
 	go func() { _, _ = io.Copy(io.Discard, r) }()
 	killed := false
 	kill := func() {
