@@ -186,6 +186,12 @@ func (a *commitActor) Receive(ctx actor.Context) {
 		ctx.Respond(&messages.Ack{Error: ackError(a.endRun(m))})
 	case *messages.ClientResult:
 		ctx.Respond(&messages.Ack{Error: ackError(a.clientResult(m))})
+	case *takeApproval:
+		ctx.Respond(a.takeApproval(m))
+	case *peekApproval:
+		ctx.Respond(a.peekApproval(m))
+	case *settleApproval:
+		ctx.Respond(a.settleApproval(m))
 	case *resetState:
 		a.reset()
 		ctx.Respond(&stateReset{})
@@ -213,13 +219,19 @@ func (a *commitActor) recovered(ctx actor.Context, r any) {
 	a.cfg.Logger.Error().Str("session", a.session).Interface("reason", r).Msg("commit actor failed; its cached state is dropped")
 	a.reset()
 	err := fmt.Errorf("internal error in the store: %v", r)
-	switch ctx.Message().(type) {
+	switch m := ctx.Message().(type) {
 	case *prepareTurn:
 		ctx.Respond(&prepared{err: err})
 	case *writeIntent, *commitTurn:
 		ctx.Respond(&storeDone{err: err})
 	case *messages.EndRun, *messages.ClientResult:
 		ctx.Respond(&messages.Ack{Error: ackError(err)})
+	case *takeApproval:
+		ctx.Respond(&approvalTaken{err: err})
+	case *peekApproval:
+		ctx.Respond(&approvalPeeked{reply: m.reply, sender: m.sender})
+	case *settleApproval:
+		ctx.Respond(&approvalSettled{err: err})
 	}
 }
 
@@ -279,6 +291,9 @@ func (a *commitActor) prepare(m *prepareTurn) *prepared {
 func (a *commitActor) endRun(m *messages.EndRun) error {
 	ctx, cancel := a.storeCtx()
 	defer cancel()
+	if err := a.endRunApprovals(ctx, m.Run); err != nil {
+		return err
+	}
 	a.st.runs.del(m.Run)
 	err := a.store.EndRun(ctx, a.session, m.Run)
 	if err != nil {

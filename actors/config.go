@@ -59,6 +59,16 @@ const (
 	ApproveNone = "none"
 )
 
+// How a call that needs approval waits (DispatchTurn.confirm).
+const (
+	// ConfirmBlock: the turn waits for the answer, up to ConfirmTimeout.
+	ConfirmBlock = "block"
+	// ConfirmDefer: the call is committed awaiting_approval at once and
+	// the turn goes on; an answer given later (Dispatcher.Confirm, on any
+	// member, after restarts) runs or skips it.
+	ConfirmDefer = "defer"
+)
+
 // LowerApproval returns the narrower of two approval policies: none is
 // narrower than ask, ask than all; "" counts as none. The operator's policy
 // is a ceiling (SPEC §16): Prepare lowers a turn's approve to every
@@ -187,6 +197,11 @@ type Config struct {
 	// Exclude lists tools no turn may call, whatever the turn's own
 	// exclude list says; they are unknown_tool to every turn.
 	Exclude []string
+	// Confirm is how calls that need approval wait in turns that do not
+	// say (DispatchTurn.confirm): ConfirmBlock (the default, "") or
+	// ConfirmDefer. A deferred call is answered through Confirm, never by
+	// the Approver (which answers only calls whose turn waits).
+	Confirm string
 
 	// Chaos is the chaos-mode policy of runs whose turns bring none; nil
 	// (the default) injects nothing.
@@ -217,6 +232,8 @@ func (c *Config) Validate() error {
 		return errors.New("actors: Config.MaxConcurrency must not be negative")
 	case c.MaxApprove != "" && c.MaxApprove != ApproveAll && c.MaxApprove != ApproveAsk && c.MaxApprove != ApproveNone:
 		return errors.New("actors: Config.MaxApprove must be ask, all or none")
+	case c.Confirm != "" && c.Confirm != ConfirmBlock && c.Confirm != ConfirmDefer:
+		return errors.New("actors: Config.Confirm must be block or defer")
 	case c.ConfirmTimeout < 0, c.SessionIdle < 0, c.CancelGrace < 0, c.WatchdogGrace < 0:
 		return errors.New("actors: Config durations must not be negative")
 	case c.MaxTurnBytes < 0 || c.MaxTurnBytes > maxMaxTurnBytes:

@@ -262,7 +262,14 @@ func checkSessionID(session string) error {
 }
 
 // Confirm answers a tool_confirm event. The reply is bound to the call id and
-// the hash of the call's canonical arguments and is used once.
+// the hash of the call's canonical arguments and is used once. It answers
+// the confirmation a running turn waits on or, when none does, the
+// deferred approval (awaiting_approval) the store keeps for the call, on
+// whatever member and however long after it was asked: "accepted" once the
+// answer is taken (an approved call then runs after the session's running
+// turn, its tool_result follows), "mismatch" for another hash (nothing
+// changes), "already_answered" for a call already settled, "not_found"
+// for a call the session never committed.
 func (d *Dispatcher) Confirm(ctx context.Context, r *messages.ConfirmReply) (*messages.ConfirmAck, error) {
 	if r == nil || r.Session == "" || r.CallId == "" {
 		return nil, fmt.Errorf("%w: a confirmation needs session and call id", ErrBadRequest)
@@ -278,6 +285,20 @@ func (d *Dispatcher) Confirm(ctx context.Context, r *messages.ConfirmReply) (*me
 		return nil, ErrClosed
 	}
 	ack, err := d.router.Confirm(ctx, r)
+	if err == nil && ack.GetStatus() == confirmNotFound && !r.Stored {
+		// No running turn waits on it: a deferred approval, if the store
+		// keeps one, answered by the session after its running turn.
+		r = proto.Clone(r).(*messages.ConfirmReply)
+		r.Stored = true
+		ack, err = d.router.Confirm(ctx, r)
+	}
+	switch {
+	case err != nil:
+	case ack.GetStatus() == confirmClosed:
+		err = ErrClosed
+	case ack.GetStatus() == confirmFailed:
+		err = errors.New("the store failed while the answer was taken; nothing was taken")
+	}
 	if err != nil {
 		err = fmt.Errorf("confirming call %q: %w", r.CallId, err)
 		endRequest(span, err)

@@ -98,6 +98,12 @@ func (a *dispatcherActor) Receive(ctx actor.Context) {
 		}
 		a.route(ctx, m.Session, m, true)
 	case *messages.ConfirmReply:
+		if m.Stored {
+			// A deferred approval is answered by its session, started
+			// for it.
+			a.route(ctx, m.Session, m, true)
+			return
+		}
 		if !a.route(ctx, m.Session, m, false) {
 			ctx.Respond(&messages.ConfirmAck{Status: "not_found"})
 		}

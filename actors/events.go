@@ -64,8 +64,11 @@ type emitter struct {
 	run       string                // immutable
 	turn      int64                 // immutable
 	requestID string                // immutable: the turn's DispatchTurn.request_id
-	clock     func() time.Time      // immutable
-	redactor  toolkit.Redactor      // immutable; may be nil
+	// seqBase, when set, is the sequence number before the first event
+	// (an answered deferred approval's); otherwise turn*seqPerTurn.
+	seqBase  uint64
+	clock    func() time.Time // immutable
+	redactor toolkit.Redactor // immutable; may be nil
 
 	mu sync.Mutex
 	n  uint64 // guarded by mu
@@ -97,7 +100,11 @@ func (e *emitter) send(ev *messages.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.n++
-	ev.Seq = uint64(e.turn)*seqPerTurn + e.n
+	base := e.seqBase
+	if base == 0 {
+		base = uint64(e.turn) * seqPerTurn
+	}
+	ev.Seq = base + e.n
 	ev.TimeUnixNano = e.clock().UnixNano()
 	e.sink(ev)
 }

@@ -101,6 +101,9 @@ type callPlan struct {
 	// Tool.FileState still returns boundState, the state that preview read.
 	bound      bool
 	boundState string
+	// approval is the deferred approval of a call committed
+	// awaiting_approval (confirm defer), written with the turn.
+	approval *cachestore.Approval
 }
 
 // preflightDone is pass 1's reply to its turn, with the run's state the

@@ -22,6 +22,8 @@ type preflightInput struct {
 	parsed   []preparedCall // rules 1 and 2 as Prepare read them, by call
 	approve  string         // the turn's approval, settled by the policy
 	text     string         // the model's text of the turn's assistant message
+	deferAsk bool           // confirm defer: an approval is stored, not waited for
+	session  string
 	autoLoad bool
 	turnCtx  context.Context
 	run      string
@@ -239,7 +241,11 @@ func (a *preflightActor) Receive(ctx actor.Context) {
 	case *previewed:
 		a.previewed(ctx, m)
 	case *confirmTimedOut:
-		if a.asking != nil && a.asking.idx == m.idx {
+		switch {
+		case a.asking == nil || a.asking.idx != m.idx:
+		case a.in.deferAsk:
+			a.decideAsk(ctx, false, "", "its preview took longer than "+deferPreviewTimeout.String())
+		default:
 			a.decideAsk(ctx, false, ConfirmTimedOut, "no answer within "+a.in.cfg.ConfirmTimeout.String())
 		}
 	case *messages.CancelTurn:

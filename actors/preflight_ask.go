@@ -25,9 +25,14 @@ func (a *preflightActor) ask(ctx actor.Context, p *callPlan) {
 	a.askedAt = time.Now()
 	p.argsHash = p.args.Hash() // only a confirmation names it
 	self, sys, idx := ctx.Self(), ctx.ActorSystem(), p.idx
-	a.askTimer = time.AfterFunc(a.in.cfg.ConfirmTimeout, func() { sys.Root.Send(self, &confirmTimedOut{idx: idx}) })
+	wait := a.in.cfg.ConfirmTimeout
+	if a.in.deferAsk {
+		// Nobody is asked now: only the preview is waited for.
+		wait = deferPreviewTimeout
+	}
+	a.askTimer = time.AfterFunc(wait, func() { sys.Root.Send(self, &confirmTimedOut{idx: idx}) })
 	if pv := p.tool.Preview; pv != nil {
-		pctx, cancel := context.WithTimeout(a.in.turnCtx, a.in.cfg.ConfirmTimeout)
+		pctx, cancel := context.WithTimeout(a.in.turnCtx, wait)
 		a.askCancel = cancel
 		args := p.args
 		go func() {
@@ -60,6 +65,10 @@ func (a *preflightActor) previewed(ctx actor.Context, m *previewed) {
 	pv := m.preview
 	if note := earlierWriters(a.plans, p); note != "" {
 		pv.Note = strings.TrimSpace(pv.Note + "\n" + note)
+	}
+	if a.in.deferAsk {
+		a.deferAsked(ctx, p, shown(pv, a.in.cfg.Redactor))
+		return
 	}
 	a.put(ctx, p, shown(pv, a.in.cfg.Redactor))
 }

@@ -216,6 +216,12 @@ func rule9ConfirmGate(a *pass1, p *callPlan) verdict {
 		return callDone
 	case in.approve != ApproveAsk:
 		return a.skip(p, notApprovedText(&in.cfg.Config))
+	case in.deferAsk && a.canceled:
+		return a.skip(p, "the turn was canceled")
+	case in.deferAsk && p.tool.Preview == nil:
+		return a.deferApproval(p, toolkit.Preview{})
+	case in.deferAsk:
+		return waitConfirm // for its preview, which binds the approval
 	case in.cfg.Approver == nil && !in.em.active():
 		return a.skip(p, "nobody is listening for confirmations")
 	case a.canceled:

@@ -98,6 +98,10 @@ func prepare(cfg *shared, t *messages.DispatchTurn, narrow Policy, requestID str
 	if err != nil {
 		return nil, fmt.Errorf("%w: tools_format: %w", ErrBadRequest, err)
 	}
+	confirm := cmp.Or(t.Confirm, cfg.Confirm, ConfirmBlock)
+	if confirm != ConfirmBlock && confirm != ConfirmDefer {
+		return nil, fmt.Errorf("%w: confirm must be block or defer", ErrBadRequest)
+	}
 	approve, exclude, lowered := cfg.settle(narrow, t)
 	view, err := cfg.view(t.Provider, t.ClientTools, exclude)
 	if err != nil {
@@ -116,7 +120,7 @@ func prepare(cfg *shared, t *messages.DispatchTurn, narrow Policy, requestID str
 	if lowered {
 		req.ApproveAsked = asked
 	}
-	req.Approve, req.Exclude = approve, exclude
+	req.Approve, req.Exclude, req.Confirm = approve, exclude, confirm
 	p := &Prepared{turn: req, view: view.WithFormat(format), chaos: policy, lowered: lowered}
 	p.calls = parseCalls(t.Message.GetToolCalls(), cfg.MaxCallsPerTurn, cfg.Limits)
 	if t.TurnId != "" {

@@ -105,6 +105,17 @@ func (a *session) receive(ctx actor.Context) {
 		a.cfg.traceDelivery(ctx, "CancelTurn", m.Traceparent, m.Tracestate, m.Session, "", "")
 		a.cancel(ctx, m)
 	case *messages.ConfirmReply:
+		if m.Stored {
+			a.cfg.traceDelivery(ctx, "ConfirmReply", m.Traceparent, m.Tracestate, m.Session, m.CallId, "")
+			if a.current == nil {
+				a.enqueue(ctx, m)
+				return
+			}
+			// A turn runs: the answer waits for it only if there is a
+			// deferred approval to answer; the commit actor looks.
+			ctx.Request(a.commit, &peekApproval{reply: m, sender: ctx.Sender()})
+			return
+		}
 		if a.current == nil || a.current.pid == nil {
 			a.cfg.traceDelivery(ctx, "ConfirmReply", m.Traceparent, m.Tracestate, m.Session, m.CallId, "not_found")
 			ctx.Respond(&messages.ConfirmAck{Status: "not_found"})
@@ -121,6 +132,13 @@ func (a *session) receive(ctx actor.Context) {
 			}
 			a.current = nil
 		}
+		a.pump(ctx)
+	case *approvalPeeked:
+		if m.status != "" {
+			send(ctx, m.sender, &messages.ConfirmAck{Status: m.status})
+			return
+		}
+		a.queue = append(a.queue, queued{msg: m.reply, sender: m.sender})
 		a.pump(ctx)
 	case *turnFinished:
 		a.turnFinished(ctx, m)
@@ -243,6 +261,15 @@ func (a *session) pump(ctx actor.Context) {
 		a.queue = nil
 	}
 	switch m := q.msg.(type) {
+	case *messages.ConfirmReply:
+		// An answer to a deferred approval: a job that may run a call, so
+		// an actor of its own, like a turn.
+		cfg, id, commit, sender := a.cfg, a.id, a.commit, q.sender
+		pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+			return &approvalActor{cfg: cfg, session: id, commit: commit, reply: m, sender: sender}
+		}))
+		a.current = &runningTurn{pid: pid, sender: sender, cancel: func() {}}
+		a.turns++
 	case *Prepared:
 		cfg, id, commit, sender := a.cfg, a.id, a.commit, q.sender
 		tctx, tcancel := context.WithCancel(context.Background())
@@ -278,6 +305,8 @@ func (a *session) failQueued(ctx actor.Context) {
 		case *Prepared:
 			send(ctx, q.sender, &messages.TurnResult{Session: a.id, Run: m.turn.Run,
 				Error: "the dispatcher stopped before the turn started; nothing ran"})
+		case *messages.ConfirmReply:
+			send(ctx, q.sender, &messages.ConfirmAck{Status: confirmClosed})
 		default:
 			send(ctx, q.sender, &messages.Ack{Error: ackClosed})
 		}

@@ -35,6 +35,15 @@ func (a *hostedSession) Receive(ctx actor.Context) {
 		a.take(ctx, m.Session, m, false)
 	case *messages.ClientResult:
 		a.take(ctx, m.Session, m, false)
+	case *messages.ConfirmReply:
+		if m.Stored && a.passivating {
+			ctx.Respond(&actor.DeadLetterResponse{Target: ctx.Self()})
+			break
+		}
+		if m.Stored {
+			a.learn(ctx, m.Session)
+		}
+		a.receive(ctx)
 	case *messages.AnswerQuestion:
 		a.learn(ctx, m.Session)
 		a.answer(ctx, m)

@@ -157,7 +157,7 @@ func (a *turnActor) startPreflight(ctx actor.Context) {
 	in := &preflightInput{
 		cfg: a.cfg, view: a.p.view, em: a.em, provider: a.provider, run: a.run, turn: a.turn, chaos: a.p.chaos,
 		calls: a.req.Message.GetToolCalls(), text: a.req.Message.GetContent(), parsed: a.p.calls, approve: a.p.Approve(),
-		autoLoad: a.req.AutoLoadSchemas, turnCtx: a.ctx,
+		autoLoad: a.req.AutoLoadSchemas, turnCtx: a.ctx, deferAsk: a.req.Confirm == ConfirmDefer, session: a.session,
 	}
 	if a.p.ApproveLowered() && a.em.active() {
 		a.em.emit(policyLoweredEvent(a.p.ApproveAsked(), a.p.Approve()))
@@ -268,6 +268,7 @@ func (a *turnActor) commitTurn(ctx actor.Context, outcomes map[int]*callOutcome)
 		DedupPut:   dedupPut,
 		DedupDel:   dedupDel,
 		CachePut:   cachePut,
+		Approvals:  a.approvals(msgs),
 	}
 	a.msgs, a.began, a.committing = msgs, time.Now(), true
 	a.tr.startCommit(len(msgs))

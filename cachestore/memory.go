@@ -29,7 +29,10 @@ type Memory struct {
 	cache    map[string]memCacheEntry        // guarded by mu
 	files    map[memFileKey][]memFileVersion // guarded by mu
 	kv       map[string][]byte               // by namespace NUL key; guarded by mu
+	approval map[memApprovalKey]*Approval    // guarded by mu
 }
+
+type memApprovalKey struct{ session, callID string }
 
 type memSession struct {
 	next  int64
@@ -63,6 +66,7 @@ func NewMemory() *Memory {
 		runs:     make(map[memRunKey]*RunState),
 		cache:    make(map[string]memCacheEntry),
 		files:    make(map[memFileKey][]memFileVersion),
+		approval: make(map[memApprovalKey]*Approval),
 	}
 }
 
@@ -93,9 +97,13 @@ func (m *Memory) LoadSession(ctx context.Context, session string) (SessionState,
 	if err := m.lock(ctx); err != nil {
 		return SessionState{}, fmt.Errorf("loading session %q: %w", session, err)
 	}
-	defer m.mu.Unlock()
 	m.resolveLocked(session)
-	return SessionState{NextTurn: m.nextTurn(session)}, nil
+	st := SessionState{NextTurn: m.nextTurn(session)}
+	m.mu.Unlock()
+	if _, err := SettleClaimed(ctx, m, session); err != nil {
+		return SessionState{}, fmt.Errorf("loading session %q: %w", session, err)
+	}
+	return st, nil
 }
 
 // resolveLocked resolves the session's intent of its next turn and drops
@@ -264,6 +272,9 @@ func (m *Memory) CommitTurn(ctx context.Context, c *TurnCommit) error {
 	for i, e := range c.CachePut {
 		cache[i] = newMemCacheEntry(e)
 	}
+	if err := CheckApprovals(c); err != nil {
+		return fmt.Errorf("committing turn %d of session %q: %w", c.Record.Turn, c.Session, err)
+	}
 	if err := m.lock(ctx); err != nil {
 		return fmt.Errorf("committing turn %d of session %q: %w", c.Record.Turn, c.Session, err)
 	}
@@ -272,6 +283,9 @@ func (m *Memory) CommitTurn(ctx context.Context, c *TurnCommit) error {
 		return fmt.Errorf("committing turn %d of session %q: next turn is %d: %w", rec.Turn, c.Session, next, ErrStaleTurn)
 	}
 	m.commitLocked(c.Session, rec, turnID)
+	for _, a := range c.Approvals {
+		m.approval[memApprovalKey{a.Session, a.CallID}] = CloneApproval(a)
+	}
 	if len(c.FetchedAdd)+len(dedup)+len(c.DedupDel) > 0 {
 		key := memRunKey{c.Session, c.Record.Run}
 		rs := m.runs[key]
@@ -301,15 +315,19 @@ func (m *Memory) RecoverAll(ctx context.Context) (int, error) {
 	if err := m.lock(ctx); err != nil {
 		return 0, fmt.Errorf("recovering intents: %w", err)
 	}
-	defer m.mu.Unlock()
 	sessions := make([]string, 0, len(m.intents))
 	for s := range m.intents {
 		sessions = append(sessions, s)
 	}
 	slices.Sort(sessions)
-	return RecoverSessions(ctx, sessions, func(_ context.Context, session string) (bool, error) {
+	n, err := RecoverSessions(ctx, sessions, func(_ context.Context, session string) (bool, error) {
 		return m.resolveLocked(session), nil
 	})
+	m.mu.Unlock()
+	if _, cerr := SettleClaimed(ctx, m, ""); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("recovering approvals: %w", cerr))
+	}
+	return n, err
 }
 
 // CacheGet returns a copy of the cached value if it exists and now is

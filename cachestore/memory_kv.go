@@ -72,6 +72,11 @@ func (m *Memory) AmendToolMessage(ctx context.Context, session, callID string, p
 		return nil, err
 	}
 	defer m.mu.Unlock()
+	return m.amendLocked(session, callID, pending, msg)
+}
+
+// amendLocked amends the call's message when its status is one of pending.
+func (m *Memory) amendLocked(session, callID string, pending []string, msg *messages.ToolMessage) (*messages.TurnRecord, error) {
 	s := m.sessions[session]
 	if s == nil {
 		return nil, ErrNotFound

@@ -27,6 +27,11 @@ const (
 		"it may or may not have taken effect. Check its effect before calling it again."
 	// ContentCanceled is the content of a canceled message of a recovered turn.
 	ContentCanceled = "canceled: the dispatcher stopped before this call started; it did not run."
+	// ContentApprovalLost is the content of a call that pass 1 deferred
+	// for approval in a turn the dispatcher stopped before committing: its
+	// approval was never stored, so nobody can answer it.
+	ContentApprovalLost = "skipped: the dispatcher stopped before this call's request for approval was recorded; " +
+		"it did not run. Call it again to ask again."
 )
 
 // ResolveIntent builds the turn record an intent left by a crash becomes:
@@ -53,7 +58,12 @@ func ResolveIntent(in *Intent, at time.Time) *messages.TurnRecord {
 	}
 	for i, id := range in.IDs {
 		if m := in.Decided[i]; m != nil {
-			rec.ToolMessages = append(rec.ToolMessages, proto.Clone(m).(*messages.ToolMessage))
+			m = proto.Clone(m).(*messages.ToolMessage)
+			if m.Status == StatusAwaitingApproval {
+				// Its approval is written with the commit that never came.
+				m.Status, m.Content = "skipped", ContentApprovalLost
+			}
+			rec.ToolMessages = append(rec.ToolMessages, m)
 			continue
 		}
 		var name string

@@ -78,6 +78,9 @@ type TurnCommit struct {
 	DedupDel   []string
 	// CachePut entries are written to the TTL cache in the same transaction.
 	CachePut []CacheEntry
+	// Approvals are the deferred approvals of the turn's calls committed
+	// awaiting_approval (CheckApprovals), written in the same transaction.
+	Approvals []*Approval
 }
 
 // CacheEntry is one value of the TTL cache with its absolute expiry.
@@ -119,8 +122,8 @@ type KV = struct {
 // dispatcher's commit actor, one per session, so an implementation sees at
 // most one writer per session at a time (it must be safe for concurrent
 // use across sessions). It loads the session, writes the intent record of
-// a turn before its calls run, commits the turn, and amends a client
-// call's pending message.
+// a turn before its calls run, commits the turn, amends a client call's
+// pending message, and keeps the deferred approvals.
 type SessionStore interface {
 	// LoadSession returns the session's state, first resolving any intent
 	// record left by a crash into a committed turn (nobody else can be writing
@@ -150,6 +153,9 @@ type SessionStore interface {
 	// stored message is AmendedMessage(committed, m): m without a name keeps
 	// the committed message's.
 	AmendToolMessage(ctx context.Context, session, callID string, pending []string, m *messages.ToolMessage) (*messages.TurnRecord, error)
+	// The deferred approvals: listed, claimed by an approving answer,
+	// settled by the answer's result.
+	ApprovalStore
 }
 
 // History reads committed sessions back (the service's session views, the
@@ -159,6 +165,9 @@ type History interface {
 	Turns(ctx context.Context, session string) ([]*messages.TurnRecord, error)
 	// Sessions lists the ids of sessions that have committed turns, sorted.
 	Sessions(ctx context.Context) ([]string, error)
+	// Approvals lists the waiting approvals of a session, or of every
+	// session when session is empty (ApprovalStore).
+	Approvals(ctx context.Context, session string) ([]*Approval, error)
 }
 
 // CacheStore is the TTL cache of tool results (CommitTurn writes a turn's

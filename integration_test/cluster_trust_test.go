@@ -87,6 +87,17 @@ func TestClusterNonMemberRefused(t *testing.T) {
 	ownerCluster := fmt.Sprintf("127.0.0.1:%d", ports[2+owner])
 	evs := followEvents(t, ctx, c, ms[owner].http, "trust")
 
+	// A deferred approval of the session, kept in the store.
+	code, body, err := postJSON(ctx, c, ms[owner].http+"/v1/sessions/trust/turns", map[string]any{
+		"run": "r", "provider": "claude-code", "auto_load_schemas": true, "approve": "ask", "confirm": "defer",
+		"message": map[string]any{"role": "assistant", "tool_calls": []any{commandCall("deferred-ok", "echo deferred-by-intruder >> ran.log")}}},
+		"Authorization", "Bearer "+token)
+	if err != nil || code != 200 || !strings.Contains(body, "awaiting_approval") {
+		t.Fatalf("deferred turn: %d %s %v", code, body, err)
+	}
+	ev := waitEvent(t, ctx, evs, "tool_confirm")
+	deferredHash, _ := ev["args_hash"].(string)
+
 	// A call waiting for approval on the owner.
 	type result struct {
 		code int
@@ -101,11 +112,11 @@ func TestClusterNonMemberRefused(t *testing.T) {
 			"Authorization", "Bearer "+token)
 		done <- result{code, body, err}
 	}()
-	ev := waitEvent(t, ctx, evs, "tool_confirm")
+	ev = waitEvent(t, ctx, evs, "tool_confirm")
 	hash, _ := ev["args_hash"].(string)
 
 	// The HTTP API refuses the person without the token.
-	code, _, err := postJSON(ctx, http.DefaultClient, ms[owner].http+"/v1/sessions/trust/confirm/needs-ok",
+	code, _, err = postJSON(ctx, http.DefaultClient, ms[owner].http+"/v1/sessions/trust/confirm/needs-ok",
 		map[string]any{"approve": true, "args_hash": hash})
 	if err != nil || code != http.StatusUnauthorized {
 		t.Fatalf("confirm over HTTP without the token: %d %v, want 401", code, err)
@@ -124,10 +135,11 @@ func TestClusterNonMemberRefused(t *testing.T) {
 		{"TLS without a certificate", []string{"-ca", ca}},
 		{"a certificate of another CA", []string{"-ca", ca, "-cert", filepath.Join(foreign, "m0.pem"), "-key", filepath.Join(foreign, "m0-key.pem")}},
 	} {
-		for _, kind := range []struct{ kind, call string }{
-			{"confirm", "needs-ok"}, {"answer", "needs-ok"}, {"client", "needs-ok"}, {"cancel", "intruder/1"}, {"turn", "intruder-call"},
+		for _, kind := range []struct{ kind, call, hash string }{
+			{"confirm", "needs-ok", hash}, {"stored-confirm", "deferred-ok", deferredHash}, {"answer", "needs-ok", hash},
+			{"client", "needs-ok", hash}, {"cancel", "intruder/1", hash}, {"turn", "intruder-call", hash},
 		} {
-			o := intrude(t, bin, ownerCluster, append(who.tls, "-session", "trust", "-kind", kind.kind, "-call", kind.call, "-hash", hash,
+			o := intrude(t, bin, ownerCluster, append(who.tls, "-session", "trust", "-kind", kind.kind, "-call", kind.call, "-hash", kind.hash,
 				"-script", "echo intruder-turn >> ran.log")...)
 			t.Logf("%s from a non-member (%s): %+v", kind.kind, who.name, o)
 			if o.Connected || o.Grain != "" || o.Reply != "" {
@@ -158,11 +170,23 @@ func TestClusterNonMemberRefused(t *testing.T) {
 	if !o.Connected || !strings.Contains(o.Reply, "no_pending") {
 		t.Errorf("a program with a member's certificate: %+v, want it connected and answered no_pending", o)
 	}
-	if ran := readFile(filepath.Join(ws, "ran.log")); strings.Contains(ran, "approved-by-intruder") || strings.Contains(ran, "intruder-turn") {
+	if ran := readFile(filepath.Join(ws, "ran.log")); strings.Contains(ran, "approved-by-intruder") || strings.Contains(ran, "intruder-turn") ||
+		strings.Contains(ran, "deferred-by-intruder") {
 		t.Fatalf("a non-member's message made a call run: ran.log %q", ran)
 	}
+	// The deferred approval is still waiting for the token holder.
+	req, _ := http.NewRequestWithContext(ctx, "GET", ms[1-owner].http+"/v1/pending", nil)
+	if resp, err := c.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), `"call_id":"deferred-ok"`) {
+			t.Errorf("the deferred approval after the intruder: %s", b)
+		}
+	}
 	// The call still waits: the owner of the token denies it.
-	code, body, err := postJSON(ctx, c, ms[owner].http+"/v1/sessions/trust/confirm/needs-ok",
+	code, body, err = postJSON(ctx, c, ms[owner].http+"/v1/sessions/trust/confirm/needs-ok",
 		map[string]any{"approve": false, "args_hash": hash}, "Authorization", "Bearer "+token)
 	if err != nil || code != 200 {
 		t.Fatalf("the token holder's denial: %d %s %v", code, body, err)

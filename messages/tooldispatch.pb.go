@@ -466,6 +466,12 @@ type DispatchTurn struct {
 	// it, and in the strict ones (openai-strict, responses) a null for an
 	// optional property means the property is absent.
 	ToolsFormat string `protobuf:"bytes,14,opt,name=tools_format,json=toolsFormat,proto3" json:"tools_format,omitempty"`
+	// confirm is how a call that needs a person's approval waits: "block"
+	// (the turn waits for the answer, up to the confirm timeout) or "defer"
+	// (the call is committed awaiting_approval at once, and an answer given
+	// later, on any member, runs or skips it); empty: the dispatcher's
+	// default.
+	Confirm string `protobuf:"bytes,15,opt,name=confirm,proto3" json:"confirm,omitempty"`
 	// approve_asked is the approval the caller's turn asked for when the
 	// caller already lowered approve under its own ceiling (the service, the
 	// run command); empty otherwise. A turn whose approval ends lower than it
@@ -599,6 +605,13 @@ func (x *DispatchTurn) GetTracestate() string {
 func (x *DispatchTurn) GetToolsFormat() string {
 	if x != nil {
 		return x.ToolsFormat
+	}
+	return ""
+}
+
+func (x *DispatchTurn) GetConfirm() string {
+	if x != nil {
+		return x.Confirm
 	}
 	return ""
 }
@@ -1388,8 +1401,12 @@ type ConfirmReply struct {
 	// traceparent and tracestate are the W3C trace context of the request
 	// (see DispatchTurn): the span of its delivery on the session's member is
 	// its child. Empty: no trace.
-	Traceparent   string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
-	Tracestate    string `protobuf:"bytes,7,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	Traceparent string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate  string `protobuf:"bytes,7,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	// stored: the reply answers a deferred approval (a call committed
+	// awaiting_approval) kept in the store, not a confirmation a running turn
+	// waits on; the session queues it after its running turn.
+	Stored        bool `protobuf:"varint,8,opt,name=stored,proto3" json:"stored,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1471,6 +1488,13 @@ func (x *ConfirmReply) GetTracestate() string {
 		return x.Tracestate
 	}
 	return ""
+}
+
+func (x *ConfirmReply) GetStored() bool {
+	if x != nil {
+		return x.Stored
+	}
+	return false
 }
 
 // ConfirmAck tells whether a ConfirmReply matched a pending confirmation.
@@ -1659,7 +1683,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
 	"\n" +
 	"parameters\x18\x03 \x01(\tR\n" +
-	"parameters\"\x89\x04\n" +
+	"parameters\"\xa3\x04\n" +
 	"\fDispatchTurn\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03run\x18\x02 \x01(\tR\x03run\x12\x1a\n" +
@@ -1678,7 +1702,8 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\n" +
 	"tracestate\x18\r \x01(\tR\n" +
 	"tracestate\x12!\n" +
-	"\ftools_format\x18\x0e \x01(\tR\vtoolsFormat\x12#\n" +
+	"\ftools_format\x18\x0e \x01(\tR\vtoolsFormat\x12\x18\n" +
+	"\aconfirm\x18\x0f \x01(\tR\aconfirm\x12#\n" +
 	"\rapprove_asked\x18\x10 \x01(\tR\fapproveAsked\"\x87\x01\n" +
 	"\n" +
 	"CancelTurn\x12\x18\n" +
@@ -1752,7 +1777,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1c\n" +
 	"\targuments\x18\x03 \x01(\tR\targuments\x12\x12\n" +
-	"\x04asks\x18\x04 \x01(\bR\x04asks\"\xd2\x01\n" +
+	"\x04asks\x18\x04 \x01(\bR\x04asks\"\xea\x01\n" +
 	"\fConfirmReply\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -1762,7 +1787,8 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\a \x01(\tR\n" +
-	"tracestate\"$\n" +
+	"tracestate\x12\x16\n" +
+	"\x06stored\x18\b \x01(\bR\x06stored\"$\n" +
 	"\n" +
 	"ConfirmAck\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\"\xb0\x02\n" +

@@ -24,6 +24,9 @@ const (
 	StatusDeduped        Status = "deduped"
 	StatusSkipped        Status = "skipped"
 	StatusClientPending  Status = "client_pending"
+	// StatusAwaitingApproval: the call waits for a person's deferred
+	// approval; the answer amends its message once.
+	StatusAwaitingApproval Status = "awaiting_approval"
 )
 
 // Source tells where a tool comes from.

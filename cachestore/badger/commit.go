@@ -535,9 +535,15 @@ func (b *Store) CommitTurn(ctx context.Context, c *cachestore.TurnCommit) error 
 }
 
 func (b *Store) commitTurn(ctx context.Context, c *cachestore.TurnCommit) error {
+	if err := cachestore.CheckApprovals(c); err != nil {
+		return err
+	}
 	op, err := b.turnOp(c.Session, c.Record)
 	if err != nil {
 		return err
+	}
+	for _, a := range c.Approvals {
+		op.main = append(op.main, kv{key: approvalKey(a.Session, a.CallID), value: cachestore.EncodeApproval(a)})
 	}
 	run := c.Record.Run
 	for _, tool := range c.FetchedAdd {

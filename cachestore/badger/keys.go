@@ -20,6 +20,7 @@ const (
 	prefixCache       = keyVersion + "c/"
 	prefixFileVersion = keyVersion + "fv/"
 	prefixFileContent = keyVersion + "fc/"
+	prefixApproval    = keyVersion + "a/"
 )
 
 // turnDigits is the width of a zero-padded turn or version number in a key,
@@ -144,6 +145,20 @@ func intentPrefix(session string) []byte {
 // intentKey is v1/i/{session}/{turn}.
 func intentKey(session string, turn int64) []byte {
 	return appendNum(intentKeyOf(session, turnDigits), turn)
+}
+
+// approvalPrefix is v1/a/{session}/, or v1/a/ for an empty session (every
+// session's).
+func approvalPrefix(session string) []byte {
+	if session == "" {
+		return []byte(prefixApproval)
+	}
+	return append(appendEsc([]byte(prefixApproval), session), '/')
+}
+
+// approvalKey is v1/a/{session}/{call id}.
+func approvalKey(session, callID string) []byte {
+	return appendEsc(approvalPrefix(session), callID)
 }
 
 // cacheKey is v1/c/{key}.

@@ -115,6 +115,12 @@ func (b *Store) AmendToolMessage(ctx context.Context, session, callID string, pe
 		return nil, err
 	}
 	defer b.leave()
+	return b.amend(session, callID, pending, m, nil)
+}
+
+// amend amends the call's message when its status is one of pending, and
+// runs also (when set) in the same transaction.
+func (b *Store) amend(session, callID string, pending []string, m *messages.ToolMessage, also func(*badgerdb.Txn) error) (*messages.TurnRecord, error) {
 	var out *messages.TurnRecord
 	err := b.db.Update(func(txn *badgerdb.Txn) error {
 		it := txn.NewIterator(badgerdb.IteratorOptions{Prefix: turnPrefix(session), Reverse: false})
@@ -151,6 +157,11 @@ func (b *Store) AmendToolMessage(ctx context.Context, session, callID string, pe
 			return err
 		}
 		out = found
+		if also != nil {
+			if err := also(txn); err != nil {
+				return err
+			}
+		}
 		return setChunked(txn, key, v, 0)
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package badger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -117,8 +118,12 @@ func (b *Store) recoverAll(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("listing intents: %w", err)
 	}
-	return cachestore.RecoverSessions(ctx, sessions, func(ctx context.Context, session string) (bool, error) {
+	n, err := cachestore.RecoverSessions(ctx, sessions, func(ctx context.Context, session string) (bool, error) {
 		_, resolved, err := b.resolveSession(ctx, session)
 		return resolved, err
 	})
+	if _, cerr := cachestore.SettleClaimed(ctx, entered{b}, ""); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("recovering approvals: %w", cerr))
+	}
+	return n, err
 }

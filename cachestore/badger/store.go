@@ -186,6 +186,9 @@ func (b *Store) LoadSession(ctx context.Context, session string) (cachestore.Ses
 	if err != nil {
 		return cachestore.SessionState{}, err
 	}
+	if _, err := cachestore.SettleClaimed(ctx, entered{b}, session); err != nil {
+		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, err)
+	}
 	return cachestore.SessionState{NextTurn: next}, nil
 }
 

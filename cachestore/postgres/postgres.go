@@ -209,6 +209,11 @@ func (p *Store) LoadSession(ctx context.Context, session string) (cachestore.Ses
 	if err != nil {
 		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, unavailable(err))
 	}
+	// Settled under the epoch just taken: a claimed approval's runner is
+	// gone or fenced.
+	if _, err := cachestore.SettleClaimed(ctx, entered{p}, session); err != nil {
+		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, unavailable(err))
+	}
 	return cachestore.SessionState{NextTurn: next}, nil
 }
 
@@ -550,6 +555,9 @@ func (p *Store) CommitTurn(ctx context.Context, c *cachestore.TurnCommit) error 
 		return errors.New("committing turn: no turn record")
 	}
 	rec := c.Record
+	if err := cachestore.CheckApprovals(c); err != nil {
+		return fmt.Errorf("committing turn %d of session %q: %w", rec.Turn, c.Session, err)
+	}
 	if err := p.enter(ctx); err != nil {
 		return fmt.Errorf("committing turn %d of session %q: %w", rec.Turn, c.Session, unavailable(err))
 	}
@@ -577,6 +585,11 @@ func (p *Store) CommitTurn(ctx context.Context, c *cachestore.TurnCommit) error 
 			return err
 		}
 		batch := &pgx.Batch{}
+		for _, a := range c.Approvals {
+			batch.Queue(`INSERT INTO approvals (session, call_id, record) VALUES ($1, $2, $3)
+				ON CONFLICT (session, call_id) DO UPDATE SET record = EXCLUDED.record`,
+				b(a.Session), b(a.CallID), cachestore.EncodeApproval(a))
+		}
 		batch.Queue(`DELETE FROM intents WHERE session = $1 AND turn = $2`, b(c.Session), rec.Turn)
 		for _, tool := range c.FetchedAdd {
 			batch.Queue(`INSERT INTO run_fetched (session, run, tool) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
@@ -884,17 +897,29 @@ func (p *Store) AmendToolMessage(ctx context.Context, session, callID string, pe
 		return nil, fmt.Errorf("amending call %q of session %q: %w", callID, session, unavailable(err))
 	}
 	defer p.leave()
+	return p.amend(ctx, session, callID, pending, m, nil)
+}
+
+// lockWriter locks the row of a session that exists and checks the fence
+// (cachestore.ErrNotFound for a session never written).
+func (p *Store) lockWriter(ctx context.Context, tx pgx.Tx, session string) error {
+	var epoch int64
+	err := tx.QueryRow(ctx, `SELECT epoch FROM sessions WHERE session = $1 FOR UPDATE`, b(session)).Scan(&epoch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return cachestore.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return p.checkFence(session, epoch)
+}
+
+// amend amends the call's message when its status is one of pending, and
+// runs also (when set) in the same transaction, fenced.
+func (p *Store) amend(ctx context.Context, session, callID string, pending []string, m *messages.ToolMessage, also func(pgx.Tx) error) (*messages.TurnRecord, error) {
 	var out *messages.TurnRecord
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		var epoch int64
-		err := tx.QueryRow(ctx, `SELECT epoch FROM sessions WHERE session = $1 FOR UPDATE`, b(session)).Scan(&epoch)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return cachestore.ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		if err := p.checkFence(session, epoch); err != nil {
+		if err := p.lockWriter(ctx, tx, session); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT turn, record FROM turns WHERE session = $1 ORDER BY turn DESC`, b(session))
@@ -938,6 +963,11 @@ func (p *Store) AmendToolMessage(ctx context.Context, session, callID string, pe
 		}
 		if _, err := tx.Exec(ctx, `UPDATE turns SET record = $3 WHERE session = $1 AND turn = $2`, b(session), found.Turn, raw); err != nil {
 			return err
+		}
+		if also != nil {
+			if err := also(tx); err != nil {
+				return err
+			}
 		}
 		out = found
 		return nil

@@ -79,6 +79,7 @@ func Run(t *testing.T, open Opener) {
 		{"kv_create", testKVCreate},
 		{"not_found", testNotFound},
 		{"amend_tool_message", testAmendToolMessage},
+		{"approvals", testApprovals},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })

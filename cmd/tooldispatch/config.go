@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 	"github.com/tooldispatch/tooldispatch/toolkit/mcp"
@@ -123,6 +124,10 @@ type dispatcherConfig struct {
 	// AutoLoadSchemas runs a not-yet-fetched tool at once when its
 	// arguments validate (saves a round trip).
 	AutoLoadSchemas bool `toml:"auto_load_schemas"`
+	// Confirm is how a call that needs approval waits in turns that do not
+	// say: "block" (the default: the turn waits, up to confirm_timeout) or
+	// "defer" (the call is committed awaiting_approval and answered later).
+	Confirm string `toml:"confirm"`
 	// Exclude lists tools no run may call.
 	Exclude []string `toml:"exclude"`
 	// Formats is the format policy of argument schemas: "assert" (default:
@@ -237,6 +242,9 @@ func (c *fileConfig) validate() error {
 		if err := c.Dispatcher.Formats.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("dispatcher.formats: %w", err))
 		}
+	}
+	if c.Dispatcher.Confirm != "" && c.Dispatcher.Confirm != actors.ConfirmBlock && c.Dispatcher.Confirm != actors.ConfirmDefer {
+		errs = append(errs, fmt.Errorf("dispatcher.confirm must be block or defer, got %q", messages.ClipText(c.Dispatcher.Confirm, 40)))
 	}
 	if c.Dispatcher.MaxTurnBytes < 0 {
 		errs = append(errs, fmt.Errorf("dispatcher.max_turn_bytes must not be negative, got %d", c.Dispatcher.MaxTurnBytes))

@@ -43,6 +43,7 @@ var configKeyRows = []configKeyRow{
 		settingsFrom(t, "[dispatcher]\nmax_concurrency = 7\n", func(c actors.Config) bool { return c.MaxConcurrency == 7 })
 	}},
 	{key: "dispatcher.confirm_timeout", effect: testConfigConfirmTimeout},
+	{key: "dispatcher.confirm", effect: testConfigConfirm},
 	{key: "dispatcher.auto_load_schemas", effect: func(t *testing.T) {
 		TestRunConfigAutoLoadSchemas(t)
 		TestServeConfigAutoLoadSchemas(t)
@@ -344,6 +345,31 @@ func testConfigConfirmTimeout(t *testing.T) {
 	code, ms := s.turn(t, "confirm", envelope(`"provider":"claude-code","auto_load_schemas":true`, editCall("e1", "a.txt", "a")))
 	if code != 200 || len(ms) != 1 || ms[0].Status != "skipped" || !strings.Contains(ms[0].Content, "no answer within 1ms") {
 		t.Errorf("confirm_timeout from the configuration: %d %+v", code, ms)
+	}
+}
+
+// testConfigConfirm: [dispatcher] confirm = "defer" makes a turn that
+// says nothing defer its approvals (committed awaiting_approval at once,
+// listed by GET /v1/pending); a turn's own "confirm":"block" still waits;
+// another value is refused when the file is read.
+func testConfigConfirm(t *testing.T) {
+	settingsFrom(t, "[dispatcher]\nconfirm = \"defer\"\n", func(c actors.Config) bool { return c.Confirm == actors.ConfirmDefer })
+	if _, err := loadConfig(writeConfig(t, "[dispatcher]\nconfirm = \"later\"\n"), t.TempDir(), zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "dispatcher.confirm") {
+		t.Errorf("confirm = \"later\" loaded: %v", err)
+	}
+	cfg := writeConfig(t, "[dispatcher]\nconfirm = \"defer\"\n")
+	s := startServe(t, "--workspace", t.TempDir(), "--data", t.TempDir(), "--approve", "ask", "--config", cfg)
+	code, ms := s.turn(t, "confirm", envelope(`"provider":"claude-code","auto_load_schemas":true`, editCall("e1", "a.txt", "a")))
+	if code != 200 || len(ms) != 1 || ms[0].Status != "awaiting_approval" {
+		t.Errorf("a turn under confirm = \"defer\": %d %+v", code, ms)
+	}
+	if p := getPending(t, s); len(p.Confirmations) != 1 || !p.Confirmations[0].Deferred {
+		t.Errorf("pending under confirm = \"defer\": %+v", p)
+	}
+	// startServe's confirm timeout is 1ms: a turn that blocks is skipped.
+	code, ms = s.turn(t, "confirm", envelope(`"provider":"claude-code","auto_load_schemas":true,"confirm":"block"`, editCall("e2", "b.txt", "b")))
+	if code != 200 || len(ms) != 1 || ms[0].Status != "skipped" {
+		t.Errorf("a turn saying confirm block under confirm = \"defer\": %d %+v", code, ms)
 	}
 }
 

@@ -224,20 +224,8 @@ func startServeWith(t *testing.T, configure func(*exec.Cmd), args ...string) *se
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{pid: cmd.Process.Pid}
 	r := bufio.NewReader(pipe)
-	var head strings.Builder
-	for s.base == "" {
-		line, err := r.ReadString('\n')
-		head.WriteString(line)
-		if err != nil {
-			_ = cmd.Wait()
-			t.Fatalf("serve ended before serving: %v\n%s", err, head.String())
-		}
-		if _, rest, ok := strings.Cut(line, "serving on "); ok {
-			s.base, _, _ = strings.Cut(rest, " ")
-		}
-	}
+	s := &server{pid: cmd.Process.Pid, base: servingOn(t, cmd, r)}
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
@@ -263,6 +251,25 @@ func startServeWith(t *testing.T, configure func(*exec.Cmd), args ...string) *se
 		}
 	})
 	return s
+}
+
+// servingOn reads serve's log until it says where it serves and returns
+// that base URL; it fails the test if serve ends first.
+func servingOn(t *testing.T, cmd *exec.Cmd, r *bufio.Reader) string {
+	t.Helper()
+	var head strings.Builder
+	for {
+		line, err := r.ReadString('\n')
+		head.WriteString(line)
+		if err != nil {
+			_ = cmd.Wait()
+			t.Fatalf("serve ended before serving: %v\n%s", err, head.String())
+		}
+		if _, rest, ok := strings.Cut(line, "serving on "); ok {
+			base, _, _ := strings.Cut(rest, " ")
+			return base
+		}
+	}
 }
 
 // turn posts a turn body to session and returns the status code and the

@@ -278,6 +278,7 @@ func dispatcherSettings(o *options, cfg *fileConfig) actors.Config {
 		ApproveHints:   approveHints[o.cmd],
 		Exclude:        slices.Clone(cfg.Dispatcher.Exclude),
 		MaxTurnBytes:   cfg.Dispatcher.MaxTurnBytes,
+		Confirm:        cfg.Dispatcher.Confirm,
 	}
 	return c
 }

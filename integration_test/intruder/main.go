@@ -5,7 +5,8 @@
 //
 // It asks the member's placement actor for the session's grain (as a
 // member would), then sends the grain one message of the session
-// protocol (-kind): a ConfirmReply approving a pending call, an answer, a
+// protocol (-kind): a ConfirmReply approving a pending call (stored-confirm:
+// one answering a deferred approval kept in the store), an answer, a
 // client result, a cancel, or a turn. It prints one line of JSON: whether
 // the member's port took its connection, the grain it got, and the reply.
 // With -cert/-key/-ca it presents that certificate and trusts that CA.
@@ -120,6 +121,8 @@ func run(to, session, kind, call, hash, script, certFile, keyFile, caFile string
 	switch kind {
 	case "confirm":
 		msg = &messages.ConfirmReply{Session: session, CallId: call, ArgsHash: hash, Approve: true}
+	case "stored-confirm":
+		msg = &messages.ConfirmReply{Session: session, CallId: call, ArgsHash: hash, Approve: true, Stored: true}
 	case "answer":
 		msg = &messages.AnswerQuestion{Session: session, CallId: call, Text: "yes"}
 	case "client":

@@ -116,7 +116,8 @@ func TestWholeRunThroughTheAPI(t *testing.T) {
 		t.Errorf("tool_histories[0] = %+v", first)
 	}
 
-	// Nothing waits any more; the turn is over, and c2 was answered.
+	// Nothing waits any more; the call was answered (denied) and is
+	// committed, so a later answer is a second answer.
 	if p := f.broker.Pending(s); len(p) != 0 {
 		t.Errorf("pending after the turn: %+v", p)
 	}

@@ -305,11 +305,16 @@ func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 // handlePending serves GET /v1/pending: what waits for an answer in every
 // session; each confirmation with what it would change (a diff of the file,
 // a command line) and when it times out.
-func (s *Server) handlePending(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) handlePending(w http.ResponseWriter, r *http.Request) {
+	views, err := s.pendingViews(r.Context(), s.opts.Broker.Pending(""))
+	if err != nil {
+		s.dispatcherError(w, "listing deferred approvals", err)
+		return
+	}
 	writeJSON(w, http.StatusOK, struct {
 		Confirmations []PendingView     `json:"confirmations"`
 		Questions     []PendingQuestion `json:"questions"`
-	}{nonNil(s.pendingViews(s.opts.Broker.Pending(""))), nonNil(s.opts.Broker.Questions(""))})
+	}{nonNil(views), nonNil(s.opts.Broker.Questions(""))})
 }
 
 // nonNil returns an empty slice for nil, so JSON shows [] and not null.

@@ -197,6 +197,11 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*actors.Prep
 	default:
 		return bad("approve must be \"ask\", \"all\" or \"none\", not %q", messages.ClipText(req.Approve, 40))
 	}
+	switch req.Confirm {
+	case "", actors.ConfirmBlock, actors.ConfirmDefer:
+	default:
+		return bad("confirm must be \"block\" or \"defer\", not %q", messages.ClipText(req.Confirm, 40))
+	}
 	autoLoad := s.opts.AutoLoadSchemas
 	if req.AutoLoadSchemas != nil {
 		autoLoad = *req.AutoLoadSchemas
@@ -230,7 +235,7 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*actors.Prep
 		Session: session, Run: req.Run, Provider: req.Provider, Message: msg,
 		ClientTools: decl.ClientTools, Exclude: decl.Exclude,
 		Approve: cmp.Or(req.Approve, s.opts.Approve), TurnId: req.TurnID, AutoLoadSchemas: autoLoad, Chaos: policy,
-		ToolsFormat: cmp.Or(req.ToolsFormat, string(format)),
+		ToolsFormat: cmp.Or(req.ToolsFormat, string(format)), Confirm: req.Confirm,
 	}
 	// The dispatcher checks the turn, settles its policy (the operator's
 	// approve and exclude are a ceiling the body may narrow, never widen)

@@ -148,7 +148,11 @@ func (s *Server) handleStatic(w http.ResponseWriter, r *http.Request) {
 // pageData gathers the page's first state.
 func (s *Server) pageData(ctx context.Context) (*pageData, error) {
 	b := s.opts.Broker
-	data := &pageData{Confirms: s.pendingViews(b.Pending("")), Questions: b.Questions(""), StatusWords: statusWordsJSON()}
+	confirms, err := s.pendingViews(ctx, b.Pending(""))
+	if err != nil {
+		return nil, err
+	}
+	data := &pageData{Confirms: confirms, Questions: b.Questions(""), StatusWords: statusWordsJSON()}
 	live := b.Sessions()
 	ids := slices.Clone(live)
 	if len(ids) < pageSessions {

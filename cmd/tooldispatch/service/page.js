@@ -454,7 +454,12 @@
         setStatus(callRow(ev, true), ev.status || 'ended');
         break;
       case 'tool_result':
-        removePending('confirms', ev.session, ev.call_id);
+        if (ev.status === 'awaiting_approval') {
+          // Committed with its stored approval: the server lists it now.
+          refreshPending();
+        } else {
+          removePending('confirms', ev.session, ev.call_id);
+        }
         removePending('questions', ev.session, ev.call_id);
         setStatus(callRow(ev, true), ev.status, ev.text || '');
         break;
@@ -548,6 +553,8 @@
       else {
         const at = new Date(until).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
         text += until > now ? ` · times out in ${span(until - now)} (${at})` : ` · timing out (${at})`;
+      } else {
+        text += ' · waits until answered';
       }
       p.textContent = text;
     }

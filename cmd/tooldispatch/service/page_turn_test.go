@@ -181,12 +181,12 @@ func TestPendingWithoutDeadline(t *testing.T) {
 	since := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name      string
-		timeoutAt time.Time
+		timeoutAt *time.Time
 		want      string
 		deadline  bool
 	}{
-		{"deferred", time.Time{}, "waits until answered", false},
-		{"blocking", since.Add(5 * time.Minute), "times out at 09:35:00 UTC", true},
+		{"deferred", nil, "waits until answered", false},
+		{"blocking", new(since.Add(5 * time.Minute)), "times out at 09:35:00 UTC", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := PendingView{PendingConfirm: PendingConfirm{Session: "s", Turn: 1, CallID: "c1", Tool: "edit_file", Since: since}, TimeoutAt: tc.timeoutAt}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -23,8 +24,14 @@ type PendingView struct {
 	// MCPServer names the MCP server an MCP tool's call goes to.
 	MCPServer string `json:"mcp_server,omitempty"`
 	// TimeoutAt is when the confirmation stops waiting and the call is
-	// skipped; zero when it waits until it is answered.
-	TimeoutAt time.Time `json:"timeout_at"`
+	// skipped; absent for a deferred approval, which waits until answered.
+	TimeoutAt *time.Time `json:"timeout_at,omitempty"`
+	// Deferred: the call was committed awaiting_approval (confirm defer)
+	// and its approval is kept in the store: it waits, across restarts,
+	// until someone answers it on any member.
+	Deferred bool `json:"deferred,omitempty"`
+	// Ceiling is the approval the run had when a deferred call asked.
+	Ceiling string `json:"ceiling,omitempty"`
 	// Calls are the calls of the turn, this one included, in call order,
 	// each with its state: the checked ones as far as the service saw
 	// them, then the upcoming ones.
@@ -86,13 +93,32 @@ func diffKind(l string) string {
 	return "ctx"
 }
 
-// pendingViews returns the views of the pending confirmations.
-func (s *Server) pendingViews(ps []PendingConfirm) []PendingView {
-	out := make([]PendingView, len(ps))
-	for i, p := range ps {
-		out[i] = s.pendingView(p)
+// pendingViews returns the views of the pending confirmations: those
+// running turns wait on (this member's broker), then the deferred
+// approvals the store keeps (every member's, across restarts).
+func (s *Server) pendingViews(ctx context.Context, ps []PendingConfirm) ([]PendingView, error) {
+	out := make([]PendingView, 0, len(ps))
+	seen := make(map[[2]string]bool, len(ps))
+	for _, p := range ps {
+		out = append(out, s.pendingView(p))
+		seen[[2]string{p.Session, p.CallID}] = true
 	}
-	return out
+	as, err := s.opts.Store.Approvals(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range as {
+		if a.Claimed || seen[[2]string{a.Session, a.CallID}] {
+			continue // running now, or also asked by a running turn
+		}
+		v := PendingView{PendingConfirm: PendingConfirm{Session: a.Session, Run: a.Run, Turn: a.Turn, CallID: a.CallID,
+			Tool: a.Tool, Arguments: a.Shown, ArgsHash: a.ArgsHash,
+			Question: fmt.Sprintf("Allow %s to run with these arguments? It is not read-only. The turn did not wait: answer whenever you like.", a.Tool),
+			Since:    a.Asked, Diff: a.Diff, Note: a.Note}, Deferred: true, Ceiling: a.Ceiling}
+		v.Command, v.Request, v.MCPServer = change(a.Tool, v.Arguments)
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // pendingView computes what a pending confirmation shows. The preview of a
@@ -100,7 +126,8 @@ func (s *Server) pendingViews(ps []PendingConfirm) []PendingView {
 // dispatcher when it asked, from the files its approval is bound to; it is
 // shown as it came, never recomputed from the files as they are later.
 func (s *Server) pendingView(p PendingConfirm) PendingView {
-	v := PendingView{PendingConfirm: p, TimeoutAt: p.Since.Add(s.opts.Dispatcher.ConfirmTimeout())}
+	at := p.Since.Add(s.opts.Dispatcher.ConfirmTimeout())
+	v := PendingView{PendingConfirm: p, TimeoutAt: &at}
 	v.Command, v.Request, v.MCPServer = change(p.Tool, p.Arguments)
 	v.Calls = s.turnCalls(p)
 	for _, u := range p.Upcoming {

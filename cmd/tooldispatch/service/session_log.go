@@ -256,6 +256,11 @@ func (s *sessionLog) track(ev *messages.Event, recentTurns int) {
 			Secret: ev.GetArguments(), Origins: proposedOrigins(s.askArgs[ev.GetCallId()]),
 		}}
 	case actors.EventToolConfirm:
+		if ev.GetStatus() == string(toolkit.StatusAwaitingApproval) {
+			// A deferred approval: the store keeps it (pendingViews),
+			// not this member's memory.
+			break
+		}
 		s.pending[ev.GetCallId()] = &pendingConfirm{ev: ev, PendingConfirm: PendingConfirm{
 			Session: ev.GetSession(), Run: ev.GetRun(), Turn: ev.GetTurn(), CallID: ev.GetCallId(),
 			Tool: ev.GetTool(), Arguments: ev.GetArguments(), ArgsHash: ev.GetArgsHash(),

@@ -22,6 +22,11 @@ type (
 		Exclude         *[]string              `json:"exclude"`
 		AutoLoadSchemas *bool                  `json:"auto_load_schemas"`
 		Chaos           json.RawMessage        `json:"chaos"`
+		// Confirm is how a call that needs approval waits: "block" (the
+		// turn waits for the answer) or "defer" (the call is committed
+		// awaiting_approval and the turn returns at once); absent, the
+		// operator's default.
+		Confirm string `json:"confirm"`
 		// Format is the message's shape: "openai", "anthropic",
 		// "responses", "gemini", or absent to detect it (an array:
 		// responses; parts: gemini; tool_use blocks in the content:
