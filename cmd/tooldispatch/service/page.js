@@ -553,8 +553,6 @@
       else {
         const at = new Date(until).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
         text += until > now ? ` · times out in ${span(until - now)} (${at})` : ` · timing out (${at})`;
-      } else {
-        text += ' · waits until answered';
       }
       p.textContent = text;
     }
