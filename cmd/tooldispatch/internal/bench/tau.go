@@ -170,7 +170,13 @@ func TauBare(ctx context.Context, o TauOptions) (TauTiming, error) {
 	m0, c0 := mallocs(), cpuTime()
 	t0 := time.Now()
 	cmd := exec.Command(o.Command[0], o.Command[1:]...)
-	cmd.Env = os.Environ()
+	// The environment tooldispatch gives a stdio server: PATH, HOME and
+	// LANG, and what the options add.
+	for _, k := range []string{"PATH", "HOME", "LANG"} {
+		if v, ok := os.LookupEnv(k); ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
 	for k, v := range o.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

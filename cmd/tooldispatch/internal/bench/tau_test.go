@@ -159,3 +159,21 @@ func BenchmarkTauMCP(b *testing.B) {
 	b.ReportMetric(tdCPU/n*1e3, "td-cpu-ms")
 	b.ReportMetric(bareCPU/n*1e3, "bare-cpu-ms")
 }
+
+// TestTauServerBuiltOnlyFromTooldispatch: `tooldispatch bench` builds the
+// MCP workload's server only from tooldispatch's own module; run from a
+// directory of another module, it builds nothing and says why.
+func TestTauServerBuiltOnlyFromTooldispatch(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/go.mod", []byte("module example.com/other\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir+"/cmd/tooldispatch/internal/bench/taumcp/taumcp-server", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	bin, err := buildTauServer(context.Background(), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "is not tooldispatch's module") {
+		t.Fatalf("buildTauServer = %q, %v; want a refusal naming the module", bin, err)
+	}
+}
