@@ -256,6 +256,7 @@ const (
 	wTau       = "τ-bench airline calls over stdio MCP, wall time"
 	wTauConn   = "τ-bench airline over MCP: starting the server (in the wall time)"
 	wTauCPU    = "τ-bench airline over MCP: CPU time of the client process"
+	wTauRatio  = "τ-bench airline over MCP: tooldispatch / bare, wall time, paired"
 )
 
 // tau runs the MCP workload: per round one pass through tooldispatch and
@@ -294,6 +295,8 @@ func (r *runner) tau(ctx context.Context) error {
 	bareConn := Row{Workload: wTauConn, System: SysBareMCP, Unit: "ms"}
 	tdCPU := Row{Workload: wTauCPU, System: SysBadger, Unit: "ms", Note: "user + system, the server's not included"}
 	bareCPU := Row{Workload: wTauCPU, System: SysBareMCP, Unit: "ms"}
+	ratio := Row{Workload: wTauRatio, System: SysBadger, Unit: "ratio",
+		Note: "median of each round's ratio: the two sides of a round run back to back, alternating which goes first, so a change of the machine's load hits both"}
 	var perCall []float64
 	// A pass of each first, not counted: the server binary and the
 	// page cache warm.
@@ -332,6 +335,7 @@ func (r *runner) tau(ctx context.Context) error {
 				return err
 			}
 		}
+		ratio.Rounds = append(ratio.Rounds, td.Rounds[len(td.Rounds)-1]/bare.Rounds[len(bare.Rounds)-1])
 	}
 	td.AllocsPerCall = median(perCall)
 	r.rep.add(td)
@@ -340,6 +344,7 @@ func (r *runner) tau(ctx context.Context) error {
 	r.rep.add(bareConn)
 	r.rep.add(tdCPU)
 	r.rep.add(bareCPU)
+	r.rep.add(ratio)
 	return nil
 }
 
