@@ -25,6 +25,11 @@ func appendStringField(b []byte, num protowire.Number, s string) []byte {
 	return protowire.AppendString(b, s)
 }
 
+// sizeStringField is the size appendStringField gives field num holding s.
+func sizeStringField(num protowire.Number, s string) int {
+	return protowire.SizeTag(num) + protowire.SizeBytes(len(s))
+}
+
 func appendBytesField(b []byte, num protowire.Number, v []byte) []byte {
 	b = protowire.AppendTag(b, num, protowire.BytesType)
 	return protowire.AppendBytes(b, v)
@@ -218,7 +223,17 @@ func clampIndex(x uint64) int {
 // 6 stamp (absent in entries written before stamps: those match only a tool
 // without a Stamp, so a stamped tool runs again once). EncodeDedup writes it.
 func EncodeDedup(e *DedupEntry) []byte {
-	var b []byte
+	n := sizeStringField(1, e.Key) + sizeStringField(2, e.Tool) + sizeStringField(3, e.Content)
+	for _, p := range e.Paths {
+		n += sizeStringField(4, p)
+	}
+	if e.StaleOnMutation {
+		n += protowire.SizeTag(5) + protowire.SizeVarint(1)
+	}
+	if e.Stamp != "" {
+		n += sizeStringField(6, e.Stamp)
+	}
+	b := make([]byte, 0, n)
 	b = appendStringField(b, 1, e.Key)
 	b = appendStringField(b, 2, e.Tool)
 	b = appendStringField(b, 3, e.Content)
