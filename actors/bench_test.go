@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
@@ -43,7 +44,7 @@ func BenchmarkTurn100NoOp(b *testing.B) {
 	}{
 		{"memory", func(*testing.B) cachestore.Store { return cachestore.NewMemory() }},
 		{"badger", func(b *testing.B) cachestore.Store {
-			s, err := cachestore.OpenBadger(cachestore.BadgerOptions{Dir: b.TempDir()})
+			s, err := badger.Open(badger.Options{Dir: b.TempDir()})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -19,23 +19,6 @@ type resetState struct{}
 // stateReset answers a resetState: the cached state is dropped.
 type stateReset struct{}
 
-// SessionStore is what a session's commit actor persists through: the
-// seven methods of cachestore.Store that load, write and amend one session
-// (the contracts are Store's; cachestore/storetest checks them). The commit
-// actor is the only caller, one per session, so an implementation sees at
-// most one writer per session at a time; it must be safe for concurrent use
-// across sessions. Store's readers (Turns, Sessions) and the tools' cache,
-// file versions and KV records are not part of it.
-type SessionStore interface {
-	LoadSession(ctx context.Context, session string) (cachestore.SessionState, error)
-	TurnByID(ctx context.Context, session, turnID string) (*messages.TurnRecord, error)
-	LoadRun(ctx context.Context, session, run string) (*cachestore.RunState, error)
-	EndRun(ctx context.Context, session, run string) error
-	WriteIntent(ctx context.Context, in *cachestore.Intent) error
-	CommitTurn(ctx context.Context, c *cachestore.TurnCommit) error
-	AmendToolMessage(ctx context.Context, session, callID string, pending []string, m *messages.ToolMessage) (*messages.TurnRecord, error)
-}
-
 // commitActor is the single writer of everything its session persists, and
 // the owner of the session's loaded state: the next turn number and the
 // state of each run. A turn reads a run's state (read-only) between prepare
@@ -44,7 +27,7 @@ type SessionStore interface {
 // actor only: its whole job is the session's ordered I/O.
 type commitActor struct {
 	cfg     Config
-	store   SessionStore // cfg.Store, seen through what the actor uses
+	store   cachestore.SessionStore // cfg.Store
 	session string
 	*sessionState
 }

@@ -110,7 +110,7 @@ const (
 // AutoLoadSchemas.
 type Config struct {
 	Registry *toolkit.Registry
-	Store    cachestore.Store
+	Store    cachestore.SessionStore
 	// Logger receives the dispatcher's logs (never argument values of
 	// secrets). Default: zerolog.Nop().
 	Logger zerolog.Logger

@@ -347,7 +347,7 @@ func (d *Dispatcher) request(ctx context.Context, session string, msg any) (any,
 }
 
 // Store returns the store the dispatcher writes, for reading sessions back.
-func (d *Dispatcher) Store() cachestore.Store { return d.cfg.Store }
+func (d *Dispatcher) Store() cachestore.SessionStore { return d.cfg.Store }
 
 // ConfirmTimeout returns how long a confirmation waits for an answer
 // (Config.ConfirmTimeout, default filled in).

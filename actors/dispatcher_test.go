@@ -253,13 +253,13 @@ func TestConfirmBoundToCallAndHash(t *testing.T) {
 // loadCounter counts the sessions loaded from the store: a session actor
 // loads its session once, so a second load is a new actor.
 type loadCounter struct {
-	cachestore.Store
+	cachestore.SessionStore
 	loads atomic.Int32
 }
 
 func (s *loadCounter) LoadSession(ctx context.Context, session string) (cachestore.SessionState, error) {
 	s.loads.Add(1)
-	return s.Store.LoadSession(ctx, session)
+	return s.SessionStore.LoadSession(ctx, session)
 }
 
 // TestPassivationKeepsState: a session idle for SessionIdle is passivated
@@ -273,7 +273,7 @@ func TestPassivationKeepsState(t *testing.T) {
 		var store *loadCounter
 		h := newHarness(t, func(c *Config) {
 			c.SessionIdle = idle
-			store = &loadCounter{Store: c.Store}
+			store = &loadCounter{SessionStore: c.Store}
 			c.Store = store
 		})
 		h.dispatch(turn("s1", "r1", call("a", "echo", `{"x":"1"}`)))

@@ -26,8 +26,8 @@
 //
 // The package knows tools only through toolkit (which also holds the rules
 // that read a call: toolkit.ResolveCall) and storage only through
-// cachestore.Store (a session's commit actor through the smaller
-// SessionStore). It must not know HTTP, the command line, how a store
+// cachestore.SessionStore, what a session's commit actor writes through.
+// It must not know HTTP, the command line, how a store
 // keeps its data (no cachestore/postgres, no Badger) or which tools exist:
 // a tool is what the registry says.
 // It must not know clusters: membership, remoting and gRPC live in

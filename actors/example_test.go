@@ -22,7 +22,7 @@ func ExampleNew() {
 	reg := toolkit.NewRegistry()
 	toolkit.RegisterMeta(reg)
 	builtin.Register(reg, builtin.Deps{}) // calculate, write_todo, reasoning_guide
-	store := cachestore.NewMemory()       // cachestore.OpenBadger for a durable one
+	store := cachestore.NewMemory()       // badger.Open (cachestore/badger) for a durable one
 	defer store.Close()
 
 	d, err := actors.New(actors.Config{Registry: reg, Store: store})

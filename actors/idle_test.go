@@ -22,14 +22,14 @@ import (
 
 // reloadCounter counts the loads of sessions and runs.
 type reloadCounter struct {
-	cachestore.Store
+	cachestore.SessionStore
 	sessions, runs atomic.Int32
 	failRuns       atomic.Int32 // so many run loads fail
 }
 
 func (s *reloadCounter) LoadSession(ctx context.Context, session string) (cachestore.SessionState, error) {
 	s.sessions.Add(1)
-	return s.Store.LoadSession(ctx, session)
+	return s.SessionStore.LoadSession(ctx, session)
 }
 
 func (s *reloadCounter) LoadRun(ctx context.Context, session, run string) (*cachestore.RunState, error) {
@@ -37,7 +37,7 @@ func (s *reloadCounter) LoadRun(ctx context.Context, session, run string) (*cach
 	if s.failRuns.Add(-1) >= 0 {
 		return nil, errors.New("test: loading the run failed")
 	}
-	return s.Store.LoadRun(ctx, session, run)
+	return s.SessionStore.LoadRun(ctx, session, run)
 }
 
 // localProcesses counts the processes (actors, futures) registered in sys.
@@ -61,7 +61,7 @@ func TestIdleSessionsHoldNoActors(t *testing.T) {
 		var store *reloadCounter
 		h := newHarness(t, func(c *Config) {
 			c.SessionIdle = time.Hour
-			store = &reloadCounter{Store: c.Store}
+			store = &reloadCounter{SessionStore: c.Store}
 			c.Store = store
 		})
 		synctest.Wait()
@@ -192,7 +192,7 @@ func TestFailedTurnDropsKeptState(t *testing.T) {
 				Record: &messages.TurnRecord{Run: "r1", Turn: 1}}); err != nil {
 				t.Fatal(err)
 			}
-			store = &reloadCounter{Store: c.Store}
+			store = &reloadCounter{SessionStore: c.Store}
 			c.Store = store
 		})
 		base := localProcesses(h.d.system)
@@ -274,7 +274,7 @@ func TestNewSessionReadsNoRun(t *testing.T) {
 				Record: &messages.TurnRecord{Run: "r1", Turn: 1}}); err != nil {
 				t.Fatal(err)
 			}
-			store = &reloadCounter{Store: c.Store}
+			store = &reloadCounter{SessionStore: c.Store}
 			c.Store = store
 		})
 		if r := h.dispatch(turn("new", "r1", call("a", "echo", `{"x":"1"}`))); r.Turn != 1 || r.Messages[0].Status != "ok" {

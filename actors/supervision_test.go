@@ -16,7 +16,7 @@ import (
 
 // panickyStore panics in the store method named by panicOn, once.
 type panickyStore struct {
-	cachestore.Store
+	cachestore.SessionStore
 	panicOn string
 	armed   atomic.Bool
 }
@@ -29,22 +29,22 @@ func (s *panickyStore) trip(method string) {
 
 func (s *panickyStore) LoadSession(ctx context.Context, session string) (cachestore.SessionState, error) {
 	s.trip("LoadSession")
-	return s.Store.LoadSession(ctx, session)
+	return s.SessionStore.LoadSession(ctx, session)
 }
 
 func (s *panickyStore) WriteIntent(ctx context.Context, in *cachestore.Intent) error {
 	s.trip("WriteIntent")
-	return s.Store.WriteIntent(ctx, in)
+	return s.SessionStore.WriteIntent(ctx, in)
 }
 
 func (s *panickyStore) CommitTurn(ctx context.Context, c *cachestore.TurnCommit) error {
 	s.trip("CommitTurn")
-	return s.Store.CommitTurn(ctx, c)
+	return s.SessionStore.CommitTurn(ctx, c)
 }
 
 func (s *panickyStore) EndRun(ctx context.Context, session, run string) error {
 	s.trip("EndRun")
-	return s.Store.EndRun(ctx, session, run)
+	return s.SessionStore.EndRun(ctx, session, run)
 }
 
 // TestPanickingStoreCallAnsweredOnce: a store call that panics, whichever
@@ -71,7 +71,7 @@ func TestPanickingStoreCallAnsweredOnce(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var store *panickyStore
 			h := newHarness(t, func(c *Config) {
-				store = &panickyStore{Store: c.Store, panicOn: tt.panicOn}
+				store = &panickyStore{SessionStore: c.Store, panicOn: tt.panicOn}
 				c.Store = store
 			})
 			// A first turn loads the session, so every later store call

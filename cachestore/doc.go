@@ -2,61 +2,28 @@
 // (committed turns, from which the Tools and ToolHistories views are read),
 // per-run state (de-duplication table, fetched schemas), intent records of
 // calls that may have started, the 30-minute result cache, file versions and
-// the error memory.
+// the records of other packages (secrets, the error memory).
 //
-// Store is the interface the actors use; Badger (the embedded default) and
-// Memory (in memory, same semantics) implement it here, PostgreSQL (shared by
-// a cluster) in cachestore/postgres, and cachestore/storetest is the contract
-// any implementation runs in its tests. Split keeps a member's cache local.
-// The package knows nothing of actors or tools and must not import them, nor
-// pgx or any cluster transport: tools see a store only through small
-// interfaces of their own, which Store's methods satisfy.
+// The package holds the interfaces, the records they carry and what every
+// store shares (intent resolution, the record codecs, the sentinel errors);
+// the stores that keep data elsewhere live in packages of their own, so a
+// program links only the engine it opens:
 //
-// # Badger key layout
+//	badger.Open(badger.Options{Dir: dir})  // cachestore/badger: embedded, the default
+//	postgres.Open(ctx, postgres.Options{…}) // cachestore/postgres: shared by a cluster
+//	cachestore.NewMemory()                  // here: in memory, same semantics
 //
-// Every key starts with the layout version "v1/". Caller-chosen strings
-// (session, run and turn ids, tool names, de-duplication and cache keys,
-// file paths) appear in keys as lowercase hex, so they never contain '/' and
-// no id can reach into another's keys; hex also keeps byte order. Numbers
-// are zero-padded decimal, 16 digits, so byte order is numeric order.
+// Split keeps a cluster member's cache in its own store while the rest is
+// shared, and cachestore/storetest is the contract any implementation runs
+// in its tests.
 //
-//	v1/s/{session}/meta           session meta: 1 next_turn
-//	v1/s/{session}/t/{turn}       committed turn: messages.TurnRecord (protobuf)
-//	v1/s/{session}/id/{turn id}   turn-id index: 1 turn
-//	v1/r/{session}/{run}/d/{key}  de-duplication entry: 1 key, 2 tool, 3 content,
-//	                              4 paths (repeated), 5 stale_on_mutation
-//	v1/r/{session}/{run}/f/{tool} schema fetched in the run (empty value)
-//	v1/i/{session}/{turn}         intent record: 1 session, 2 turn, 3 run, 4 turn_id,
-//	                              5 provider, 6 assistant (messages.AssistantMessage),
-//	                              7 decided (repeated {1 index, 2 messages.ToolMessage}),
-//	                              8 started (repeated index), 9 names, 10 ids (repeated),
-//	                              11 calls_hash
-//	v1/c/{key}                    cache entry: 1 expires (unix ns; absent: never), 2 value
-//	v1/fv/{workspace}/{path}/{n}  file version n: 1 version, 2 time (unix ns), 3 size,
-//	                              4 deleted, 5 note
-//	v1/fc/{workspace}/{path}/{n}  file version n's bytes (raw)
-//	v1/p/{key}/{n}                part n of a chunked turn or intent record
-//	                              stored under {key} (see chunk.go)
+// Callers see a store through the small interface of what they use:
+// SessionStore for a session's single writer (the dispatcher's commit
+// actor), History for readers of committed sessions, CacheStore, KVStore
+// and VersionStore for the tools, Lifecycle for the program that opens the
+// store; Store composes them all. Tools declare interfaces of their own,
+// which these satisfy, and never import the package.
 //
-// {workspace} is the hex of the first 16 bytes of the SHA-256 of the
-// workspace's cleaned absolute path. Records other than TurnRecord use the
-// protobuf wire format written field by field (the numbers above): readers
-// skip unknown fields and read missing ones as zero; a field number is never
-// reused. A new layout gets a new version prefix.
-//
-// Cache entries carry their absolute expiry and are checked on read against
-// the caller's clock; Badger's own TTL (expiry plus a minute, whole seconds)
-// only reclaims space, so the caller's clock is expected to be near the wall
-// clock.
-//
-// # Writes
-//
-// Badger funnels every write through one committer goroutine: it takes the
-// queued writes of all sessions, checks each turn number on its own (a stale
-// one fails alone) and writes the rest in one transaction, so concurrent
-// sessions share one fsync. A commit is one transaction; when the whole is
-// too big for one, its cache entries, new de-duplication entries and
-// fetched marks go in later ones and the entries it deletes in earlier ones
-// (the turn record, meta, turn-id index and intent deletion always go
-// together). Size errors are ErrTooLarge, with sizes and never bytes.
+// The package knows nothing of actors or tools and must not import them,
+// nor Badger, pgx or any cluster transport.
 package cachestore

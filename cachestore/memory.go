@@ -13,7 +13,8 @@ import (
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
-// Memory is an in-memory Store with the same semantics as Badger, for tests,
+// Memory is an in-memory Store with the same semantics as Badger
+// (cachestore/badger), for tests,
 // benchmarks and as a reference. Everything it stores or returns is a deep
 // copy, so callers never share memory with its state. All methods are safe
 // for concurrent use; they serialise on one mutex.
@@ -306,13 +307,9 @@ func (m *Memory) RecoverAll(ctx context.Context) (int, error) {
 		sessions = append(sessions, s)
 	}
 	slices.Sort(sessions)
-	n := 0
-	for _, s := range sessions {
-		if m.resolveLocked(s) {
-			n++
-		}
-	}
-	return n, nil
+	return RecoverSessions(ctx, sessions, func(_ context.Context, session string) (bool, error) {
+		return m.resolveLocked(session), nil
+	})
 }
 
 // CacheGet returns a copy of the cached value if it exists and now is
@@ -323,7 +320,7 @@ func (m *Memory) CacheGet(ctx context.Context, key string, now time.Time) ([]byt
 	}
 	defer m.mu.Unlock()
 	e, ok := m.cache[key]
-	if !ok || !cacheLive(e.expires, e.hasExpiry, now) {
+	if !ok || (e.hasExpiry && now.UnixNano() >= e.expires) {
 		return nil, false, nil
 	}
 	return append([]byte{}, e.value...), true, nil

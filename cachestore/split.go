@@ -45,3 +45,12 @@ func (s Split) Close() error {
 	}
 	return err
 }
+
+// KVCreate implements KVCreator on the shared store.
+func (s Split) KVCreate(ctx context.Context, ns, key string, value []byte) ([]byte, bool, error) {
+	c, ok := s.Store.(KVCreator)
+	if !ok {
+		return nil, false, ErrNoKVCreate
+	}
+	return c.KVCreate(ctx, ns, key, value)
+}

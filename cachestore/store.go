@@ -2,34 +2,12 @@ package cachestore
 
 import (
 	"context"
-	"errors"
-	"io/fs"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tooldispatch/tooldispatch/messages"
 )
-
-// Sentinel errors.
-var (
-	// ErrNotFound: the key, turn or version does not exist. It also
-	// matches fs.ErrNotExist (errors.Is), which is how packages that see a
-	// store through a small interface of their own (toolkit/secrets,
-	// toolkit/memory, toolkit/builtin) recognise it without importing
-	// cachestore.
-	ErrNotFound error = notFound{}
-	// ErrClosed: the store was closed.
-	ErrClosed = errors.New("cachestore: closed")
-	// ErrStaleTurn: a commit or intent names a turn number that is not the
-	// session's next turn (a second writer, or a replayed commit).
-	ErrStaleTurn = errors.New("cachestore: stale turn")
-)
-
-type notFound struct{}
-
-func (notFound) Error() string        { return "cachestore: not found" }
-func (notFound) Is(target error) bool { return target == fs.ErrNotExist }
 
 // SessionState is what a session actor loads when it starts.
 type SessionState struct {
@@ -120,19 +98,32 @@ type FileVersion = struct {
 	Note    string
 }
 
-// Store is what the dispatcher persists through. Implementations are safe for
-// concurrent use; the dispatcher keeps one writer per session.
-type Store interface {
+// KV is one record of a namespace (an alias, see CacheEntry).
+type KV = struct {
+	Key   string
+	Value []byte
+}
+
+// The stores are used through small interfaces, one per kind of user, and
+// Store composes them all: the dispatcher's session writers see a
+// SessionStore, the service's session views a History, each tool package a
+// declaration of its own that CacheStore, KVStore or VersionStore
+// satisfies, and the program that opens a store its Lifecycle. Every
+// implementation is safe for concurrent use.
+
+// SessionStore is what a session's single writer persists through: the
+// dispatcher's commit actor, one per session, so an implementation sees at
+// most one writer per session at a time (it must be safe for concurrent
+// use across sessions). It loads the session, writes the intent record of
+// a turn before its calls run, commits the turn, and amends a client
+// call's pending message.
+type SessionStore interface {
 	// LoadSession returns the session's state, first resolving any intent
 	// record left by a crash into a committed turn (nobody else can be writing
 	// the session when its actor starts).
 	LoadSession(ctx context.Context, session string) (SessionState, error)
-	// Turns returns the committed turns of a session in order.
-	Turns(ctx context.Context, session string) ([]*messages.TurnRecord, error)
 	// TurnByID returns the committed turn with this turn id, or ErrNotFound.
 	TurnByID(ctx context.Context, session, turnID string) (*messages.TurnRecord, error)
-	// Sessions lists the ids of sessions that have committed turns, sorted.
-	Sessions(ctx context.Context) ([]string, error)
 	// LoadRun returns a run's state (empty, never nil maps, for a new run).
 	// A run's state is written only with a committed turn (CommitTurn, or
 	// LoadSession resolving an intent), so a session whose NextTurn is 1
@@ -140,7 +131,6 @@ type Store interface {
 	LoadRun(ctx context.Context, session, run string) (*RunState, error)
 	// EndRun deletes a run's state.
 	EndRun(ctx context.Context, session, run string) error
-
 	// WriteIntent persists (or replaces) the intent record of a turn. The
 	// turn must be the session's next turn (ErrStaleTurn otherwise).
 	WriteIntent(ctx context.Context, in *Intent) error
@@ -149,31 +139,6 @@ type Store interface {
 	// the session's next turn (ErrStaleTurn otherwise); afterwards NextTurn is
 	// one more.
 	CommitTurn(ctx context.Context, c *TurnCommit) error
-	// RecoverAll resolves every intent record in the store (run when the
-	// data directory is opened) and returns how many turns it resolved.
-	RecoverAll(ctx context.Context) (int, error)
-
-	// CacheGet returns the cached value if it exists and now is before its
-	// absolute expiry.
-	CacheGet(ctx context.Context, key string, now time.Time) ([]byte, bool, error)
-	// CachePut stores a value with an absolute expiry.
-	CachePut(ctx context.Context, e CacheEntry) error
-
-	// SaveFileVersion keeps a version of a workspace file and returns its number.
-	SaveFileVersion(ctx context.Context, workspace, path string, content []byte, deleted bool, note string) (int64, error)
-	// FileVersions lists a file's versions, oldest first.
-	FileVersions(ctx context.Context, workspace, path string) ([]FileVersion, error)
-	// FileVersionContent returns one version's bytes.
-	FileVersionContent(ctx context.Context, workspace, path string, version int64) ([]byte, FileVersion, error)
-
-	// KVGet, KVPut, KVDelete and KVList keep small records of other
-	// packages (secrets, error memory) by namespace; KVGet of a missing key
-	// returns ErrNotFound; KVList returns keys with a prefix in key order.
-	KVGet(ctx context.Context, ns, key string) ([]byte, error)
-	KVPut(ctx context.Context, ns, key string, value []byte) error
-	KVDelete(ctx context.Context, ns, key string) error
-	KVList(ctx context.Context, ns, keyPrefix string) ([]KV, error)
-
 	// AmendToolMessage replaces the committed tool message of callID in the
 	// session when its status is one of pending (a client tool's result
 	// handed back), and returns the amended turn; ErrAlreadySettled when the
@@ -181,8 +146,83 @@ type Store interface {
 	// stored message is AmendedMessage(committed, m): m without a name keeps
 	// the committed message's.
 	AmendToolMessage(ctx context.Context, session, callID string, pending []string, m *messages.ToolMessage) (*messages.TurnRecord, error)
+}
 
+// History reads committed sessions back (the service's session views, the
+// command's session and chaos reports).
+type History interface {
+	// Turns returns the committed turns of a session in order.
+	Turns(ctx context.Context, session string) ([]*messages.TurnRecord, error)
+	// Sessions lists the ids of sessions that have committed turns, sorted.
+	Sessions(ctx context.Context) ([]string, error)
+}
+
+// CacheStore is the TTL cache of tool results (CommitTurn writes a turn's
+// entries too).
+type CacheStore interface {
+	// CacheGet returns the cached value if it exists and now is before its
+	// absolute expiry.
+	CacheGet(ctx context.Context, key string, now time.Time) ([]byte, bool, error)
+	// CachePut stores a value with an absolute expiry.
+	CachePut(ctx context.Context, e CacheEntry) error
+}
+
+// KVStore keeps small records of other packages (secrets, error memory) by
+// namespace.
+type KVStore interface {
+	// KVGet returns one record, or ErrNotFound.
+	KVGet(ctx context.Context, ns, key string) ([]byte, error)
+	// KVPut stores one record.
+	KVPut(ctx context.Context, ns, key string, value []byte) error
+	// KVDelete deletes one record; deleting a missing key is not an error.
+	KVDelete(ctx context.Context, ns, key string) error
+	// KVList returns the records whose keys start with keyPrefix, in key order.
+	KVList(ctx context.Context, ns, keyPrefix string) ([]KV, error)
+}
+
+// KVCreator is a store that can write a KV record only while its key is
+// free: what processes sharing one store (a cluster's members) need to
+// agree on a value (the secrets' key) or to hand out numbers (the error
+// memory's records) without overwriting each other. Badger, Memory, Split
+// (over a KVCreator) and the PostgreSQL store implement it; it is not part
+// of Store, so that stores written elsewhere keep satisfying Store.
+type KVCreator interface {
+	// KVCreate stores value under key when the key holds nothing, and
+	// returns the value the key holds afterwards: value itself with
+	// created true, or the earlier value with created false.
+	KVCreate(ctx context.Context, ns, key string, value []byte) (stored []byte, created bool, err error)
+}
+
+// VersionStore keeps versions of workspace files.
+type VersionStore interface {
+	// SaveFileVersion keeps a version of a workspace file and returns its number.
+	SaveFileVersion(ctx context.Context, workspace, path string, content []byte, deleted bool, note string) (int64, error)
+	// FileVersions lists a file's versions, oldest first.
+	FileVersions(ctx context.Context, workspace, path string) ([]FileVersion, error)
+	// FileVersionContent returns one version's bytes, or ErrNotFound.
+	FileVersionContent(ctx context.Context, workspace, path string, version int64) ([]byte, FileVersion, error)
+}
+
+// Lifecycle is what the program that opens a store calls besides using it.
+type Lifecycle interface {
+	// RecoverAll resolves every intent record in the store (run when the
+	// data directory is opened) and returns how many turns it resolved.
+	RecoverAll(ctx context.Context) (int, error)
+	// Close releases the store; every other method returns ErrClosed
+	// afterwards. It is idempotent.
 	Close() error
+}
+
+// Store is a whole store: what Badger (cachestore/badger), Memory and
+// PostgreSQL (cachestore/postgres) implement, and what cachestore/storetest
+// checks.
+type Store interface {
+	SessionStore
+	History
+	CacheStore
+	KVStore
+	VersionStore
+	Lifecycle
 }
 
 // AmendedMessage is the message an amendment stores in place of committed:

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/actors"
-	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
@@ -41,7 +41,7 @@ func newBoundEnv(t *testing.T, approve func(actors.ApprovalRequest)) *boundEnv {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "downloaded\n") }))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL + "/file.txt"
-	store, err := cachestore.OpenBadger(cachestore.TestOptions(t.TempDir()))
+	store, err := badger.Open(badger.TestOptions(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +49,10 @@ func newBoundEnv(t *testing.T, approve func(actors.ApprovalRequest)) *boundEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	versions := builtin.StoreVersions(store)
 	reg := toolkit.NewRegistry()
 	toolkit.RegisterMeta(reg)
-	builtin.Register(reg, builtin.Deps{Workspace: ws, Versions: versions})
-	interact.Register(reg, interact.Deps{Workspace: ws, Versions: versions})
+	builtin.Register(reg, builtin.Deps{Workspace: ws, Versions: store})
+	interact.Register(reg, interact.Deps{Workspace: ws, Versions: store})
 	w := web.Register(reg, web.Deps{Config: web.Config{AllowLoopback: true}, Workspace: ws})
 	e.d, err = actors.New(actors.Config{Registry: reg, Store: store,
 		Approver: func(ctx context.Context, r actors.ApprovalRequest) (bool, string) {

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/tools/txtar"
 
 	"github.com/tooldispatch/tooldispatch/actors"
-	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
@@ -174,7 +174,7 @@ func setFile(ar *txtar.Archive, name string, data []byte) {
 type env struct {
 	t     *testing.T
 	d     *actors.Dispatcher
-	store *cachestore.Badger
+	store *badger.Store
 
 	mu      sync.Mutex
 	events  []*messages.Event
@@ -185,7 +185,7 @@ type env struct {
 
 func newEnv(t *testing.T, dir string, sc scenarioConfig) *env {
 	t.Helper()
-	store, err := cachestore.OpenBadger(cachestore.TestOptions(t.TempDir()))
+	store, err := badger.Open(badger.TestOptions(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func newEnv(t *testing.T, dir string, sc scenarioConfig) *env {
 	}
 	reg := toolkit.NewRegistry()
 	toolkit.RegisterMeta(reg)
-	builtin.Register(reg, builtin.Deps{Workspace: w, Versions: builtin.StoreVersions(store)})
+	builtin.Register(reg, builtin.Deps{Workspace: w, Versions: store})
 	registerScenarioTools(reg)
 	e := &env{t: t, store: store, answers: sc.Answers}
 	e.d, err = actors.New(actors.Config{Registry: reg, Store: store, MaxConcurrency: sc.MaxConcurrency, Events: e.onEvent,

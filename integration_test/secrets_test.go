@@ -18,7 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/actors"
-	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
@@ -46,7 +46,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	logger := zerolog.New(zerolog.SyncWriter(lockedWriter{&logs, &logMu})).Level(zerolog.TraceLevel)
-	store, err := cachestore.OpenBadger(cachestore.BadgerOptions{Dir: dataDir, Small: true, Logger: logger})
+	store, err := badger.Open(badger.Options{Dir: dataDir, Small: true, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestSecretBoundToOrigin(t *testing.T) {
 	defer b.Close()
 
 	dataDir := t.TempDir()
-	store, err := cachestore.OpenBadger(cachestore.BadgerOptions{Dir: dataDir, Small: true, Logger: zerolog.Nop()})
+	store, err := badger.Open(badger.Options{Dir: dataDir, Small: true, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

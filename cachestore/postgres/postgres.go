@@ -67,7 +67,10 @@ type Store struct {
 	epochs map[string]int64 // epoch held per session; guarded by mu
 }
 
-var _ cachestore.Store = (*Store)(nil)
+var (
+	_ cachestore.Store     = (*Store)(nil)
+	_ cachestore.KVCreator = (*Store)(nil)
+)
 
 // Open connects to the database and applies the schema migrations
 // it has not applied yet (several members may open it at once).
@@ -629,25 +632,13 @@ func (p *Store) RecoverAll(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("recovering intents: %w", unavailable(err))
 	}
-	n := 0
-	var errs []error
-	for _, s := range sessions {
-		if err := ctx.Err(); err != nil {
-			return n, fmt.Errorf("recovering intents: %w", err)
-		}
-		_, resolved, err := p.takeOver(ctx, s)
+	return cachestore.RecoverSessions(ctx, sessions, func(ctx context.Context, session string) (bool, error) {
+		_, resolved, err := p.takeOver(ctx, session)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("session %q: %w", s, err))
-			continue
+			return false, fmt.Errorf("session %q: %w", session, err)
 		}
-		if resolved {
-			n++
-		}
-	}
-	if len(errs) > 0 {
-		return n, fmt.Errorf("recovering intents: %w", errors.Join(errs...))
-	}
-	return n, nil
+		return resolved, nil
+	})
 }
 
 // CacheGet returns the cached value if it exists and now is before its

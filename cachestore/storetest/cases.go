@@ -863,21 +863,23 @@ func testClose(t *testing.T, open Opener) {
 	}
 }
 
-// bigShape is the shape of a big turn.
-type bigShape struct {
-	name     string
-	calls    int
-	argBytes int
+// BigShape is the shape of a big turn: Calls calls of about ArgBytes bytes
+// of arguments each (RunBig's, and a store's own tests of its limits).
+type BigShape struct {
+	Name     string
+	Calls    int
+	ArgBytes int
 }
 
-var bigShapes = []bigShape{
+var bigShapes = []BigShape{
 	{"4096_calls", 4096, 40},
 	{"20_calls_of_900KB", 20, 900 << 10},
 }
 
-// bigSession and bigRun look like the ids the command line makes.
+// BigSession and bigRun, the session and run of the big turns, look like
+// the ids the command line makes.
 const (
-	bigSession = "default"
+	BigSession = "default"
 	bigRun     = "run-20260901T120000Z-0123456789abcdef"
 )
 
@@ -887,74 +889,78 @@ func bigArgs(i, n int) string {
 	return fmt.Sprintf(`{"expression":"%d+1","pad":"%s"}`, i, strings.Repeat(string(rune('a'+i%26)), pad))
 }
 
-func bigAssistant(sh bigShape) *messages.AssistantMessage {
+func bigAssistant(sh BigShape) *messages.AssistantMessage {
 	a := &messages.AssistantMessage{Role: "assistant"}
-	for i := range sh.calls {
+	for i := range sh.Calls {
 		a.ToolCalls = append(a.ToolCalls, &messages.ToolCall{Id: fmt.Sprintf("c%d", i), Type: "function",
-			Function: &messages.FunctionCall{Name: "calculate", Arguments: bigArgs(i, sh.argBytes)}})
+			Function: &messages.FunctionCall{Name: "calculate", Arguments: bigArgs(i, sh.ArgBytes)}})
 	}
 	return a
 }
 
-func bigIntent(sh bigShape, turn int64, started []int) *cachestore.Intent {
-	in := &cachestore.Intent{Session: bigSession, Turn: turn, Run: bigRun, TurnID: "tid-" + sh.name, Provider: "openai",
+// BigIntent is the intent record of a big turn whose calls in started may
+// have started.
+func BigIntent(sh BigShape, turn int64, started []int) *cachestore.Intent {
+	in := &cachestore.Intent{Session: BigSession, Turn: turn, Run: bigRun, TurnID: "tid-" + sh.Name, Provider: "openai",
 		Assistant: bigAssistant(sh), Decided: map[int]*messages.ToolMessage{}, Started: started}
-	for i := range sh.calls {
+	for i := range sh.Calls {
 		in.Names = append(in.Names, "calculate")
 		in.IDs = append(in.IDs, fmt.Sprintf("c%d", i))
 	}
 	return in
 }
 
-func bigCommit(sh bigShape, turn int64) *cachestore.TurnCommit {
-	rec := &messages.TurnRecord{Turn: turn, Run: bigRun, TurnId: "tid-" + sh.name, Provider: "openai",
+// BigCommit is the commit of a big turn: every call ok, each with a
+// de-duplication entry.
+func BigCommit(sh BigShape, turn int64) *cachestore.TurnCommit {
+	rec := &messages.TurnRecord{Turn: turn, Run: bigRun, TurnId: "tid-" + sh.Name, Provider: "openai",
 		TimeUnixNano: 1_700_000_000_000_000_000, Assistant: bigAssistant(sh)}
-	c := &cachestore.TurnCommit{Session: bigSession, Record: rec, FetchedAdd: []string{"calculate"}}
-	for i := range sh.calls {
+	c := &cachestore.TurnCommit{Session: BigSession, Record: rec, FetchedAdd: []string{"calculate"}}
+	for i := range sh.Calls {
 		rec.ToolMessages = append(rec.ToolMessages, &messages.ToolMessage{Role: "tool", ToolCallId: fmt.Sprintf("c%d", i),
 			Name: "calculate", Status: "ok", Content: fmt.Sprint(i + 1)})
-		sum := sha256.Sum256([]byte("calculate|" + bigArgs(i, sh.argBytes)))
+		sum := sha256.Sum256([]byte("calculate|" + bigArgs(i, sh.ArgBytes)))
 		c.DedupPut = append(c.DedupPut, &cachestore.DedupEntry{Key: hex.EncodeToString(sum[:]), Tool: "calculate", Content: fmt.Sprint(i + 1)})
 	}
 	return c
 }
 
-func testBigTurnCommits(t *testing.T, open Opener, sh bigShape) {
+func testBigTurnCommits(t *testing.T, open Opener, sh BigShape) {
 	s, restart := open(t)
 	ctx := context.Background()
-	LoadSession(t, s, bigSession)
+	LoadSession(t, s, BigSession)
 	// The intent is rewritten before each segment of the turn.
-	if err := s.WriteIntent(ctx, bigIntent(sh, 1, nil)); err != nil {
+	if err := s.WriteIntent(ctx, BigIntent(sh, 1, nil)); err != nil {
 		t.Fatalf("WriteIntent: %v", err)
 	}
-	all := make([]int, sh.calls)
+	all := make([]int, sh.Calls)
 	for i := range all {
 		all[i] = i
 	}
-	if err := s.WriteIntent(ctx, bigIntent(sh, 1, all)); err != nil {
+	if err := s.WriteIntent(ctx, BigIntent(sh, 1, all)); err != nil {
 		t.Fatalf("WriteIntent (rewrite): %v", err)
 	}
-	if err := s.CommitTurn(ctx, bigCommit(sh, 1)); err != nil {
+	if err := s.CommitTurn(ctx, BigCommit(sh, 1)); err != nil {
 		t.Fatalf("CommitTurn: %v", err)
 	}
 	s = restart()
-	if st := LoadSession(t, s, bigSession); st.NextTurn != 2 {
+	if st := LoadSession(t, s, BigSession); st.NextTurn != 2 {
 		t.Errorf("NextTurn after restart = %d, want 2", st.NextTurn)
 	}
-	want := bigCommit(sh, 1)
-	if got := Turns(t, s, bigSession); len(got) != 1 || !proto.Equal(want.Record, got[0]) {
+	want := BigCommit(sh, 1)
+	if got := Turns(t, s, BigSession); len(got) != 1 || !proto.Equal(want.Record, got[0]) {
 		t.Errorf("Turns after restart: %d Turns, or the turn differs from the one committed", len(got))
 	}
-	rec, err := s.TurnByID(ctx, bigSession, "tid-"+sh.name)
+	rec, err := s.TurnByID(ctx, BigSession, "tid-"+sh.Name)
 	if err != nil {
 		t.Fatalf("TurnByID: %v", err)
 	}
-	if len(rec.GetToolMessages()) != sh.calls {
-		t.Errorf("TurnByID: %d tool messages, want %d", len(rec.GetToolMessages()), sh.calls)
+	if len(rec.GetToolMessages()) != sh.Calls {
+		t.Errorf("TurnByID: %d tool messages, want %d", len(rec.GetToolMessages()), sh.Calls)
 	}
-	rs := LoadRun(t, s, bigSession, bigRun)
-	if len(rs.Dedup) != sh.calls || !rs.Fetched["calculate"] {
-		t.Errorf("run state after restart: %d dedup entries (want %d), fetched %v", len(rs.Dedup), sh.calls, rs.Fetched)
+	rs := LoadRun(t, s, BigSession, bigRun)
+	if len(rs.Dedup) != sh.Calls || !rs.Fetched["calculate"] {
+		t.Errorf("run state after restart: %d dedup entries (want %d), fetched %v", len(rs.Dedup), sh.Calls, rs.Fetched)
 	}
 	if n, err := s.RecoverAll(ctx); err != nil || n != 0 {
 		t.Errorf("RecoverAll after the Commit = %d, %v; want 0, nil (the intent is gone)", n, err)
@@ -962,21 +968,21 @@ func testBigTurnCommits(t *testing.T, open Opener, sh bigShape) {
 
 	// A big turn interrupted after its intent: the next load resolves it
 	// into a whole turn, every call outcome_unknown.
-	if err := s.WriteIntent(ctx, bigIntent(sh, 2, all)); err != nil {
+	if err := s.WriteIntent(ctx, BigIntent(sh, 2, all)); err != nil {
 		t.Fatalf("WriteIntent of turn 2: %v", err)
 	}
 	s = restart()
-	if st := LoadSession(t, s, bigSession); st.NextTurn != 3 {
+	if st := LoadSession(t, s, BigSession); st.NextTurn != 3 {
 		t.Fatalf("NextTurn after resolving turn 2 = %d, want 3", st.NextTurn)
 	}
-	got := Turns(t, s, bigSession)
+	got := Turns(t, s, BigSession)
 	if len(got) != 2 {
 		t.Fatalf("%d Turns, want 2", len(got))
 	}
-	want2 := cachestore.ResolveIntent(bigIntent(sh, 2, all), time.Unix(0, got[1].GetTimeUnixNano()))
+	want2 := cachestore.ResolveIntent(BigIntent(sh, 2, all), time.Unix(0, got[1].GetTimeUnixNano()))
 	if !proto.Equal(want2, got[1]) {
 		t.Errorf("resolved turn 2 differs from cachestore.ResolveIntent of its intent")
 	}
 	// The session goes on.
-	Commit(t, s, bigSession, Record(3, bigRun, "", 1))
+	Commit(t, s, BigSession, Record(3, bigRun, "", 1))
 }

@@ -34,6 +34,21 @@ import (
 // open) before restart returns.
 type Opener func(t *testing.T) (s cachestore.Store, restart func() cachestore.Store)
 
+// RecoverOnRestart returns what an Opener returns for a store that keeps
+// nothing outside the process (in memory): s itself, closed when the test
+// ends, and a restart that resolves the intents left behind (RecoverAll)
+// and goes on with s.
+func RecoverOnRestart(t *testing.T, s cachestore.Store) (cachestore.Store, func() cachestore.Store) {
+	t.Cleanup(func() { _ = s.Close() })
+	return s, func() cachestore.Store {
+		t.Helper()
+		if _, err := s.RecoverAll(context.Background()); err != nil {
+			t.Fatalf("RecoverAll: %v", err)
+		}
+		return s
+	}
+}
+
 // Run runs every case of the contract against the stores open makes, each
 // as a subtest of t. The cases use the wall clock only where the contract
 // says a store may (cache entries carry their expiry), and no sleeps.
@@ -80,7 +95,7 @@ func RunBig(t *testing.T, open Opener) {
 		t.Skip("big turns write ~100 MB")
 	}
 	for _, sh := range bigShapes {
-		t.Run(sh.name, func(t *testing.T) { testBigTurnCommits(t, open, sh) })
+		t.Run(sh.Name, func(t *testing.T) { testBigTurnCommits(t, open, sh) })
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 )
 
 // pidFileName is the file in the data directory that says which process
@@ -30,7 +30,7 @@ type holderRecord struct {
 // heldStore is a Badger store this process opened, with the record of its
 // holder; Close removes the record, then closes the store.
 type heldStore struct {
-	*cachestore.Badger
+	*badger.Store
 	dir  string
 	once sync.Once
 }
@@ -38,7 +38,7 @@ type heldStore struct {
 // Close removes the holder record and closes the store.
 func (h *heldStore) Close() error {
 	h.once.Do(func() { removeHolder(h.dir) })
-	return h.Badger.Close()
+	return h.Store.Close()
 }
 
 // secretFlags are the flags whose values never go into the record: a

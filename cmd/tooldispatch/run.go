@@ -13,19 +13,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/internal/rundecl"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
-
-// runKey names a run of a session.
-type runKey struct{ session, run string }
-
-// runDecl is what a run's turns declared for the run: later turns of the run
-// that do not declare them again inherit them.
-type runDecl struct {
-	clientTools []*messages.ToolSpec
-	exclude     []string
-}
 
 // readResult is one turn, or the error that ends the input.
 type readResult struct {
@@ -49,7 +40,7 @@ type runner struct {
 	promptTried bool
 	approve     string // the approval of turns that do not set their own
 	warnedAsk   bool
-	decls       map[runKey]runDecl
+	decls       rundecl.Table // what each run's turns declared for the run
 }
 
 // cmdRun implements "tooldispatch run".
@@ -58,7 +49,7 @@ func (e *env) cmdRun(args []string) error {
 	if err != nil {
 		return err
 	}
-	r := &runner{e: e, o: o, log: newLogger(e.stderr, o.logLevel), decls: map[runKey]runDecl{}}
+	r := &runner{e: e, o: o, log: newLogger(e.stderr, o.logLevel)}
 	if e.ignoreSIGPIPE != nil {
 		// A reader of stdout that goes away must not kill a turn midway:
 		// the turn commits, and run stops with the write error.
@@ -374,15 +365,9 @@ func (r *runner) request(t *inputTurn) (*actors.Prepared, error) {
 	if t.HasAutoLoadSchemas {
 		dt.AutoLoadSchemas = t.AutoLoadSchemas
 	}
-	key := runKey{dt.Session, dt.Run}
-	decl := r.decls[key]
-	if t.HasClientTools {
-		decl.clientTools = t.ClientTools
-	}
-	if t.HasExclude {
-		decl.exclude = t.Exclude
-	}
-	dt.ClientTools, dt.Exclude = decl.clientTools, decl.exclude
+	key := rundecl.Key{Session: dt.Session, Run: dt.Run}
+	decl := r.decls.Merge(key, t.ClientTools, t.HasClientTools, t.Exclude, t.HasExclude)
+	dt.ClientTools, dt.Exclude = decl.ClientTools, decl.Exclude
 
 	// --approve (ask when absent) is a ceiling (SPEC §16): a turn may
 	// lower it, never raise it; a turn that says nothing gets r.approve.
@@ -402,11 +387,11 @@ func (r *runner) request(t *inputTurn) (*actors.Prepared, error) {
 		if errors.Is(err, toolkit.ErrToolCollision) {
 			// A well-formed turn that cannot run as declared: refused,
 			// the run keeps its declarations, the input goes on.
-			r.decls[key] = decl
+			r.decls.Put(key, decl)
 			return nil, &turnRefused{turn: t, err: ie}
 		}
 		return nil, ie
 	}
-	r.decls[key] = decl
+	r.decls.Put(key, decl)
 	return p, nil
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 )
 
 // runInProcess runs "tooldispatch run" with args and the given stdin and
@@ -254,7 +254,7 @@ func TestRunStoreFailureExitsThree(t *testing.T) {
 	ws := exampleWorkspace(t)
 	data := t.TempDir()
 	// Another process (here: this one) holds the data directory.
-	held, err := cachestore.OpenBadger(cachestore.TestOptions(data))
+	held, err := badger.Open(badger.TestOptions(data))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -120,27 +119,17 @@ func (e *env) cmdServe(args []string) error {
 type dispatcherReplies struct{ d *actors.Dispatcher }
 
 func (r dispatcherReplies) Answer(ctx context.Context, session, callID, text string) error {
-	return mapReplyErr(r.d.Answer(ctx, session, callID, text, false))
+	return r.d.Answer(ctx, session, callID, text, false)
 }
 
 // AnswerSecret answers store_secret with the value and the origins the
 // human kept.
 func (r dispatcherReplies) AnswerSecret(ctx context.Context, session, callID, value string, origins []string) error {
-	return mapReplyErr(r.d.AnswerWith(ctx, session, callID, toolkit.Answer{Text: value, Origins: origins}))
+	return r.d.AnswerWith(ctx, session, callID, toolkit.Answer{Text: value, Origins: origins})
 }
 
 func (r dispatcherReplies) ClientResult(ctx context.Context, session, callID, content string, isError bool) error {
-	return mapReplyErr(r.d.ClientResult(ctx, session, callID, content, isError))
-}
-
-func mapReplyErr(err error) error {
-	switch {
-	case errors.Is(err, actors.ErrNoPending):
-		return service.ErrNoPending
-	case errors.Is(err, actors.ErrAlreadyAnswered):
-		return service.ErrAlreadyAnswered
-	}
-	return err
+	return r.d.ClientResult(ctx, session, callID, content, isError)
 }
 
 func splitList(s string) []string {

@@ -17,6 +17,7 @@ import (
 	"github.com/tooldispatch/tooldispatch/actors"
 	tdcluster "github.com/tooldispatch/tooldispatch/actors/cluster"
 	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/belt"
 	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service"
 	"github.com/tooldispatch/tooldispatch/messages"
@@ -117,7 +118,7 @@ func openStore(dir string, create, fsync bool, log zerolog.Logger) (*heldStore, 
 			return nil, fmt.Errorf("creating the data directory: %w", err)
 		}
 	}
-	b, err := cachestore.OpenBadger(cachestore.BadgerOptions{Dir: dir, SyncWrites: fsync, Small: true, Logger: log})
+	b, err := badger.Open(badger.Options{Dir: dir, SyncWrites: fsync, Small: true, Logger: log})
 	if err != nil {
 		if isLocked(err) {
 			return nil, heldError(dir, err)
@@ -127,7 +128,7 @@ func openStore(dir string, create, fsync bool, log zerolog.Logger) (*heldStore, 
 	if err := writeHolder(dir, holderRecord{PID: os.Getpid(), Command: commandLine()}); err != nil {
 		log.Warn().Err(err).Msg("recording this process as the holder of the store")
 	}
-	return &heldStore{Badger: b, dir: dir}, nil
+	return &heldStore{Store: b, dir: dir}, nil
 }
 
 // stack is what run works with: the workspace, the store, the registry and

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 
 	"github.com/rs/zerolog"
@@ -20,8 +21,9 @@ var (
 	// ErrProtected: a path leads to one of tooldispatch's own files (the
 	// data directory, the secret key, the configuration; see WithProtected).
 	ErrProtected = errors.New("builtin: path is one of tooldispatch's own files")
-	// ErrVersionNotFound: the file has no kept version with that number.
-	ErrVersionNotFound = errors.New("builtin: version not found")
+	// ErrVersionNotFound: the file has no kept version with that number. It
+	// matches fs.ErrNotExist, as a store's missing version does.
+	ErrVersionNotFound = fmt.Errorf("builtin: version not found: %w", fs.ErrNotExist)
 )
 
 // DefaultOutputCap is how much output run_command keeps when Deps.OutputCap
@@ -38,7 +40,7 @@ type Deps struct {
 	// Versions keeps the file versions behind edit_file, remove_file,
 	// restore_file and file_history. When nil, an in-memory store is used
 	// (versions are lost when the process ends).
-	Versions Versions
+	Versions VersionStore
 	// Shell allows run_command's shell mode (a command line run by
 	// /bin/sh -c). Without it, argv mode only, and argv that makes a shell
 	// read a command line (sh -c, env sh -c, …) is refused too.

@@ -86,7 +86,7 @@ func calculateTool() toolkit.Tool {
 			"comparisons, && || !, and cond ? a : b. Functions: " + strings.Join(names, ", ") +
 			" (min and max take any number of arguments; trigonometry in radians). Constants: pi, e. " +
 			"Integers are exact until they overflow, then floating point.",
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"expression": {

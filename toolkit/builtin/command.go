@@ -63,7 +63,7 @@ func commandTool(d Deps) toolkit.Tool {
 			"environment (PATH, HOME, LANG), stdin empty unless given, and a timeout; when it ends, times out " +
 			"or is cancelled, its whole process group is stopped, background processes included. A non-zero exit " +
 			"is an error. " + shellNote,
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"argv": {
@@ -296,7 +296,7 @@ func pump(r io.Reader, out *capture, rs toolkit.RedactStream, emit func(string),
 		}
 		if streamed+int64(len(p)) > streamCap {
 			stopped = true
-			emit(fmt.Sprintf("[streaming stopped after %s; the result keeps the head and tail of the output]\n", humanSize(streamed)))
+			emit(fmt.Sprintf("[streaming stopped after %s; the result keeps the head and tail of the output]\n", toolkit.HumanSize(streamed)))
 			return
 		}
 		streamed += int64(len(p))
@@ -379,7 +379,7 @@ func (c *capture) String() string {
 	var b strings.Builder
 	b.WriteString(strings.ToValidUTF8(head, "\uFFFD"))
 	if cut := c.total - int64(len(head)) - int64(len(tail)); cut > 0 {
-		fmt.Fprintf(&b, "\n[… %s of output cut (%s in all); head and tail kept …]\n", humanSize(cut), humanSize(c.total))
+		fmt.Fprintf(&b, "\n[… %s of output cut (%s in all); head and tail kept …]\n", toolkit.HumanSize(cut), toolkit.HumanSize(c.total))
 	}
 	b.WriteString(strings.ToValidUTF8(tail, "\uFFFD"))
 	if !strings.HasSuffix(b.String(), "\n") {

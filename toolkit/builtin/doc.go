@@ -8,7 +8,6 @@
 // that no path, symlink or symlink swap leads out of it.
 //
 // The package knows nothing of actors or of how results and file versions
-// are stored (it must not import cachestore): versions go through the small
-// Versions interface; StoreVersions adapts the three-method VersionStore,
-// which the embedding program's store satisfies.
+// are stored (it must not import cachestore): versions go through the
+// three-method VersionStore, which the embedding program's store satisfies.
 package builtin

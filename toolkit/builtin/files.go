@@ -46,7 +46,7 @@ const (
 type fileTools struct {
 	// immutable after Tools
 	ws       *Workspace
-	versions Versions
+	versions VersionStore
 	log      zerolog.Logger
 }
 
@@ -68,7 +68,7 @@ func (f *fileTools) readFilesTool() toolkit.Tool {
 		Description: "Read one or more text files of the workspace. Each file comes with a header and numbered lines " +
 			"(like cat -n). Use offset and limit to page through long files; output is cut at 256 KiB per file. " +
 			"Binary files are not shown. Read every file you need in one call rather than one call per file.",
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"paths": {
@@ -170,7 +170,7 @@ func (f *fileTools) readOne(ctx context.Context, out *strings.Builder, rel strin
 	}
 	if looksBinary(sniff, len(sniff) < sniffBytes) {
 		return &fileError{path: rel, what: fmt.Sprintf("looks like a binary file (%s, %s); it is not shown",
-			strings.TrimSuffix(http.DetectContentType(sniff), "; charset=utf-8"), humanSize(fi.Size()))}
+			strings.TrimSuffix(http.DetectContentType(sniff), "; charset=utf-8"), toolkit.HumanSize(fi.Size()))}
 	}
 
 	var body strings.Builder
@@ -203,7 +203,7 @@ func (f *fileTools) readOne(ctx context.Context, out *strings.Builder, rel strin
 		}
 		text := strings.ToValidUTF8(string(line), "\uFFFD")
 		if full > 0 {
-			text += fmt.Sprintf(" …[line cut: %s long]", humanSize(int64(full)))
+			text += fmt.Sprintf(" …[line cut: %s long]", toolkit.HumanSize(int64(full)))
 			lineCut = true
 		}
 		if first == 0 {
@@ -213,7 +213,7 @@ func (f *fileTools) readOne(ctx context.Context, out *strings.Builder, rel strin
 		fmt.Fprintf(&body, "%6d\t%s\n", lineNo, text)
 	}
 
-	fmt.Fprintf(out, "==> %s <== (%s", rel, humanSize(fi.Size()))
+	fmt.Fprintf(out, "==> %s <== (%s", rel, toolkit.HumanSize(fi.Size()))
 	switch {
 	case fi.Size() == 0:
 		out.WriteString(", empty file)\n")
@@ -229,12 +229,12 @@ func (f *fileTools) readOne(ctx context.Context, out *strings.Builder, rel strin
 	out.WriteString(body.String())
 	switch {
 	case cut:
-		fmt.Fprintf(out, "[output cut at %s; the file continues — read on with offset=%d]\n", humanSize(readCapPerFile), last+1)
+		fmt.Fprintf(out, "[output cut at %s; the file continues — read on with offset=%d]\n", toolkit.HumanSize(readCapPerFile), last+1)
 	case more:
 		fmt.Fprintf(out, "[more lines follow — read on with offset=%d]\n", last+1)
 	}
 	if lineCut {
-		fmt.Fprintf(out, "[lines longer than %s are shown cut]\n", humanSize(maxLineBytes))
+		fmt.Fprintf(out, "[lines longer than %s are shown cut]\n", toolkit.HumanSize(maxLineBytes))
 	}
 	return nil
 }
@@ -295,7 +295,7 @@ func (f *fileTools) findFilesTool() toolkit.Tool {
 			"`**` matches any number of directories; a pattern without a slash matches file names at any depth " +
 			"(`*.go` finds every Go file). Results are workspace-relative paths in sorted order; .git and " +
 			".tooldispatch are skipped.",
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"pattern": {
@@ -495,7 +495,7 @@ func (f *fileTools) fileHistoryTool() toolkit.Tool {
 		Description: "List the kept versions of a workspace file, oldest first: version number, time, size and the tool " +
 			"that kept it. edit_file, remove_file and restore_file keep the previous content before every change; " +
 			"bring one back with restore_file.",
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"path": {
@@ -527,11 +527,11 @@ func (f *fileTools) fileHistory(ctx context.Context, c *toolkit.Call) (toolkit.R
 	case err == nil && fi.IsDir():
 		return toolkit.Result{}, &fileError{path: rel, what: "is a directory; file_history lists versions of files"}
 	case err == nil:
-		current = "now " + humanSize(fi.Size())
+		current = "now " + toolkit.HumanSize(fi.Size())
 	case !errors.Is(err, fs.ErrNotExist):
 		return toolkit.Result{}, err
 	}
-	vs, err := f.versions.ListFileVersions(ctx, f.ws.Dir(), rel)
+	vs, err := f.versions.FileVersions(ctx, f.ws.Dir(), rel)
 	if err != nil {
 		return toolkit.Result{}, fmt.Errorf("listing versions of %s: %w", rel, err)
 	}
@@ -541,7 +541,7 @@ func (f *fileTools) fileHistory(ctx context.Context, c *toolkit.Call) (toolkit.R
 	var out strings.Builder
 	fmt.Fprintf(&out, "%s: %s, oldest first (%s)\n", rel, plural(len(vs), "version"), current)
 	for _, v := range vs {
-		size := humanSize(v.Size)
+		size := toolkit.HumanSize(v.Size)
 		if v.Deleted {
 			size = "did not exist"
 		}

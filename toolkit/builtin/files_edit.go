@@ -18,7 +18,7 @@ func (f *fileTools) editFileTool() toolkit.Tool {
 			"created), or old_string and new_string to replace an exact piece of text: old_string must appear exactly " +
 			"once unless replace_all is true. Read the file first and copy old_string exactly, whitespace included. " +
 			"The previous content is kept as a version (see file_history, restore_file).",
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"path": {
@@ -108,7 +108,7 @@ func (f *fileTools) writeWhole(ctx context.Context, rel string, content []byte) 
 		return toolkit.Result{}, err
 	}
 	if exists && bytes.Equal(old, content) {
-		return toolkit.Result{Content: fmt.Sprintf("%s already has this content (%s); nothing changed\n", rel, humanSize(int64(len(content))))}, nil
+		return toolkit.Result{Content: fmt.Sprintf("%s already has this content (%s); nothing changed\n", rel, toolkit.HumanSize(int64(len(content))))}, nil
 	}
 	v, err := f.keep(ctx, rel, old, !exists, "edit_file")
 	if err != nil {
@@ -124,10 +124,10 @@ func (f *fileTools) writeWhole(ctx context.Context, rel string, content []byte) 
 	}
 	if !exists {
 		return toolkit.Result{Content: fmt.Sprintf("created %s (%s, %s); version %d records that it did not exist\n",
-			rel, plural(lines, "line"), humanSize(int64(len(content))), v)}, nil
+			rel, plural(lines, "line"), toolkit.HumanSize(int64(len(content))), v)}, nil
 	}
 	return toolkit.Result{Content: fmt.Sprintf("wrote %s (%s, %s); the previous content is kept as version %d\n",
-		rel, plural(lines, "line"), humanSize(int64(len(content))), v)}, nil
+		rel, plural(lines, "line"), toolkit.HumanSize(int64(len(content))), v)}, nil
 }
 
 // patched is what a patch's arguments make of a file's text: the new text
@@ -230,7 +230,7 @@ func (f *fileTools) removeFileTool() toolkit.Tool {
 		Name: "remove_file",
 		Description: "Remove one file of the workspace (never a directory). Its content is kept as a version first, " +
 			"so restore_file can bring it back.",
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"path": {
@@ -285,7 +285,7 @@ func (f *fileTools) removeFile(ctx context.Context, c *toolkit.Call) (toolkit.Re
 	}
 	f.log.Debug().Str("tool", "remove_file").Str("path", rel).Msg("removed file")
 	return toolkit.Result{Content: fmt.Sprintf("removed %s (%s); its content is kept as version %d — restore_file brings it back\n",
-		rel, humanSize(int64(len(data))), v)}, nil
+		rel, toolkit.HumanSize(int64(len(data))), v)}, nil
 }
 
 func (f *fileTools) restoreFileTool() toolkit.Tool {
@@ -294,7 +294,7 @@ func (f *fileTools) restoreFileTool() toolkit.Tool {
 		Description: "Bring a workspace file back to a kept version (default: the latest one, which undoes the last " +
 			"change). The content it replaces is kept as a new version first; restoring a version that records the " +
 			"file's absence removes the file. List versions with file_history.",
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"path": {
@@ -332,7 +332,7 @@ func (f *fileTools) restoreFile(ctx context.Context, c *toolkit.Call) (toolkit.R
 	if err != nil {
 		return toolkit.Result{}, err
 	}
-	content, err := f.versions.FileVersionBytes(ctx, f.ws.Dir(), rel, target.Version)
+	content, _, err := f.versions.FileVersionContent(ctx, f.ws.Dir(), rel, target.Version)
 	if err != nil {
 		return toolkit.Result{}, fmt.Errorf("reading version %d of %s: %w", target.Version, rel, err)
 	}
@@ -364,7 +364,7 @@ func (f *fileTools) restoreFile(ctx context.Context, c *toolkit.Call) (toolkit.R
 		return toolkit.Result{Content: fmt.Sprintf("removed %s: %s records that it did not exist; its content is kept as version %d\n", rel, desc, v)}, nil
 	}
 	return toolkit.Result{Content: fmt.Sprintf("restored %s to %s, %s; the content it replaced is kept as version %d\n",
-		rel, desc, humanSize(int64(len(content))), v)}, nil
+		rel, desc, toolkit.HumanSize(int64(len(content))), v)}, nil
 }
 
 // plural formats a count with its noun: 1 line, 2 lines.

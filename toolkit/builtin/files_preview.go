@@ -44,7 +44,7 @@ func (f *fileTools) editable(a toolkit.Args) (snap Snapshot, fail *toolkit.Previ
 	case snap.Exists && !snap.Regular:
 		why = fmt.Sprintf("%s is a %s, not a file", rel, snap.State)
 	case snap.Size > maxEditBytes:
-		why = fmt.Sprintf("%s is %s, more than the %s this tool handles", rel, humanSize(snap.Size), humanSize(maxEditBytes))
+		why = fmt.Sprintf("%s is %s, more than the %s this tool handles", rel, toolkit.HumanSize(snap.Size), toolkit.HumanSize(maxEditBytes))
 	}
 	if why == "" {
 		if err := f.ws.CheckWrite(rel); err != nil {
@@ -71,7 +71,7 @@ func (f *fileTools) editPreview(_ context.Context, a toolkit.Args) toolkit.Previ
 		return WritePreview(snap, []byte(a.String("content")), false)
 	}
 	if snap.Exists && !snap.Diffable {
-		return toolkit.Preview{State: StateOf(snap), Note: fmt.Sprintf("%s is %s, too large to show the patch in", snap.Path, humanSize(snap.Size))}
+		return toolkit.Preview{State: StateOf(snap), Note: fmt.Sprintf("%s is %s, too large to show the patch in", snap.Path, toolkit.HumanSize(snap.Size))}
 	}
 	updated, _, err := patched(snap.Path, string(snap.Content), snap.Exists, a)
 	if err != nil {
@@ -100,7 +100,7 @@ func latestVersion(rel string) string { return rel + " (its latest kept version)
 // handler does, and the state line of that choice when the call names no
 // version (State form, "" otherwise).
 func (f *fileTools) restoreTarget(ctx context.Context, rel string, a toolkit.Args) (target VersionInfo, line string, err error) {
-	vs, err := f.versions.ListFileVersions(ctx, f.ws.Dir(), rel)
+	vs, err := f.versions.FileVersions(ctx, f.ws.Dir(), rel)
 	want := a.Int("version", 0)
 	if want == 0 {
 		st := "none"
@@ -167,7 +167,7 @@ func (f *fileTools) restorePreview(ctx context.Context, a toolkit.Args) toolkit.
 		p.Note = join(desc+", which records that it did not exist: the file is removed", p.Note)
 		return with(p)
 	}
-	content, err := f.versions.FileVersionBytes(ctx, f.ws.Dir(), snap.Path, target.Version)
+	content, _, err := f.versions.FileVersionContent(ctx, f.ws.Dir(), snap.Path, target.Version)
 	if err != nil {
 		return with(FailingPreview(snap, fmt.Sprintf("reading version %d of %s: %s", target.Version, snap.Path, messages.ClipText(err.Error(), 200))))
 	}

@@ -147,7 +147,7 @@ func TestEditFile(t *testing.T) {
 				t.Fatalf("file = %q (exists %v), want %v (exists %v)", got, exists, want, wantExists)
 			}
 			e.previewPredicted(pv, "edit_file", tt.args, "new/dir/f.txt", tt.before, err)
-			vs, err := e.versions.ListFileVersions(context.Background(), e.ws.Dir(), "new/dir/f.txt")
+			vs, err := e.versions.FileVersions(context.Background(), e.ws.Dir(), "new/dir/f.txt")
 			must(t, err)
 			if tt.version == nil {
 				if len(vs) != 0 {
@@ -162,7 +162,7 @@ func TestEditFile(t *testing.T) {
 			if diff := cmp.Diff(*tt.version, vs[0]); diff != "" {
 				t.Fatalf("kept version (-want +got):\n%s", diff)
 			}
-			b, err := e.versions.FileVersionBytes(context.Background(), e.ws.Dir(), "new/dir/f.txt", 1)
+			b, _, err := e.versions.FileVersionContent(context.Background(), e.ws.Dir(), "new/dir/f.txt", 1)
 			must(t, err)
 			if tt.before != nil && string(b) != *tt.before {
 				t.Fatalf("version content = %q, want %q", b, *tt.before)

@@ -191,17 +191,17 @@ func WritePreview(snap Snapshot, content []byte, remove bool) toolkit.Preview {
 	case remove && !snap.Exists:
 		p.Note = fmt.Sprintf("%s does not exist", snap.Path)
 	case snap.Exists && !snap.Diffable:
-		p.Note = fmt.Sprintf("%s is %s, too large to show a diff of", snap.Path, humanSize(snap.Size))
+		p.Note = fmt.Sprintf("%s is %s, too large to show a diff of", snap.Path, toolkit.HumanSize(snap.Size))
 		if remove {
-			p.Note = fmt.Sprintf("removes %s (%s); too large to show", snap.Path, humanSize(snap.Size))
+			p.Note = fmt.Sprintf("removes %s (%s); too large to show", snap.Path, toolkit.HumanSize(snap.Size))
 		} else {
-			p.Note += fmt.Sprintf("; it is replaced by %s", humanSize(int64(len(content))))
+			p.Note += fmt.Sprintf("; it is replaced by %s", toolkit.HumanSize(int64(len(content))))
 		}
 	case !remove && len(content) > PreviewFileBytes:
 		if snap.Exists {
-			p.Note = fmt.Sprintf("replaces %s (%s) with %s, too large to show a diff of", snap.Path, humanSize(snap.Size), humanSize(int64(len(content))))
+			p.Note = fmt.Sprintf("replaces %s (%s) with %s, too large to show a diff of", snap.Path, toolkit.HumanSize(snap.Size), toolkit.HumanSize(int64(len(content))))
 		} else {
-			p.Note = fmt.Sprintf("creates %s (%s), too large to show", snap.Path, humanSize(int64(len(content))))
+			p.Note = fmt.Sprintf("creates %s (%s), too large to show", snap.Path, toolkit.HumanSize(int64(len(content))))
 		}
 	case snap.Exists && !remove && bytes.Equal(snap.Content, content):
 		p.Note = fmt.Sprintf("%s already has this content: the file would not change", snap.Path)

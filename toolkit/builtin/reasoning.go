@@ -99,7 +99,7 @@ func reasoningGuideTool() toolkit.Tool {
 		Description: "Practical guidance on working with these tools: planning, fetching and calling tools, " +
 			"editing files safely, debugging, running commands and handling failed calls. Call it when unsure " +
 			"how to proceed.",
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"topic": {

@@ -29,7 +29,7 @@ func writeTodoTool() toolkit.Tool {
 		Description: "Write your plan for the current task as a checklist. Each call replaces the whole list: send every " +
 			"item with its current status. Keep one item in_progress at a time and mark items completed as soon as " +
 			"they are done. It changes nothing outside your plan.",
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"todos": {

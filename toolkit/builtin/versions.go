@@ -8,20 +8,26 @@ import (
 	"time"
 )
 
-// Versions keeps earlier versions of workspace files, so that edit_file,
-// remove_file and restore_file can be undone. workspace is the workspace's
-// directory (Workspace.Dir) and path the cleaned workspace-relative path.
-// Implementations must be safe for concurrent use.
-type Versions interface {
-	// SaveFileVersion keeps content as the next version of the file and
-	// returns its number. deleted marks a version that records the file's
-	// absence (it did not exist before the change).
+// VersionStore keeps earlier versions of workspace files, so that
+// edit_file, remove_file and restore_file can be undone: the three methods
+// of the embedding program's store that file versions need (cachestore's
+// Badger, Memory and PostgreSQL stores satisfy it; MemoryVersions keeps
+// them in memory). workspace is the workspace's directory (Workspace.Dir)
+// and path the cleaned workspace-relative path. Implementations are safe
+// for concurrent use.
+type VersionStore interface {
+	// SaveFileVersion keeps content as the next version of the file at path
+	// in workspace and returns its number: 1 for the first, one more than
+	// the last otherwise. deleted marks a version that records a removal
+	// (the file did not exist before the change). The version is durable
+	// when it returns.
 	SaveFileVersion(ctx context.Context, workspace, path string, content []byte, deleted bool, note string) (int64, error)
-	// ListFileVersions lists the file's versions, oldest first.
-	ListFileVersions(ctx context.Context, workspace, path string) ([]VersionInfo, error)
-	// FileVersionBytes returns one version's content, or an error matching
-	// ErrVersionNotFound.
-	FileVersionBytes(ctx context.Context, workspace, path string, version int64) ([]byte, error)
+	// FileVersions lists the file's versions, oldest first; none (and no
+	// error) for a file without versions.
+	FileVersions(ctx context.Context, workspace, path string) ([]VersionInfo, error)
+	// FileVersionContent returns one version's bytes and description, or an
+	// error matching fs.ErrNotExist when the file has no such version.
+	FileVersionContent(ctx context.Context, workspace, path string, version int64) ([]byte, VersionInfo, error)
 }
 
 // VersionInfo describes one kept version of a file: Deleted records that
@@ -37,7 +43,7 @@ type VersionInfo = struct {
 	Note    string
 }
 
-// MemoryVersions is a Versions kept in memory, for tests and for programs
+// MemoryVersions is a VersionStore kept in memory, for tests and for programs
 // without a store. Safe for concurrent use.
 type MemoryVersions struct {
 	mu    sync.Mutex
@@ -56,7 +62,7 @@ func NewMemoryVersions() *MemoryVersions {
 
 func versionKey(workspace, path string) string { return workspace + "\x00" + path }
 
-// SaveFileVersion implements Versions.
+// SaveFileVersion implements VersionStore.
 func (m *MemoryVersions) SaveFileVersion(ctx context.Context, workspace, path string, content []byte, deleted bool, note string) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -79,8 +85,8 @@ func (m *MemoryVersions) SaveFileVersion(ctx context.Context, workspace, path st
 	return v.info.Version, nil
 }
 
-// ListFileVersions implements Versions.
-func (m *MemoryVersions) ListFileVersions(ctx context.Context, workspace, path string) ([]VersionInfo, error) {
+// FileVersions implements VersionStore.
+func (m *MemoryVersions) FileVersions(ctx context.Context, workspace, path string) ([]VersionInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -94,16 +100,16 @@ func (m *MemoryVersions) ListFileVersions(ctx context.Context, workspace, path s
 	return out, nil
 }
 
-// FileVersionBytes implements Versions.
-func (m *MemoryVersions) FileVersionBytes(ctx context.Context, workspace, path string, version int64) ([]byte, error) {
+// FileVersionContent implements VersionStore.
+func (m *MemoryVersions) FileVersionContent(ctx context.Context, workspace, path string, version int64) ([]byte, VersionInfo, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, VersionInfo{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	vs := m.files[versionKey(workspace, path)]
 	if version < 1 || version > int64(len(vs)) {
-		return nil, fmt.Errorf("%s version %d: %w", path, version, ErrVersionNotFound)
+		return nil, VersionInfo{}, fmt.Errorf("%s version %d: %w", path, version, ErrVersionNotFound)
 	}
-	return slices.Clone(vs[version-1].content), nil
+	return slices.Clone(vs[version-1].content), vs[version-1].info, nil
 }

@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
 const (
@@ -175,14 +177,14 @@ func (w *Workspace) readAll(rel string, limit int64) (data []byte, exists bool, 
 		return nil, true, &fileError{path: rel, what: "is not a regular file"}
 	}
 	if fi.Size() > limit {
-		return nil, true, &fileError{path: rel, what: fmt.Sprintf("is %s, more than the %s this tool handles", humanSize(fi.Size()), humanSize(limit))}
+		return nil, true, &fileError{path: rel, what: fmt.Sprintf("is %s, more than the %s this tool handles", toolkit.HumanSize(fi.Size()), toolkit.HumanSize(limit))}
 	}
 	data, err = io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, true, w.fileErr(rel, err)
 	}
 	if int64(len(data)) > limit {
-		return nil, true, &fileError{path: rel, what: fmt.Sprintf("grew beyond %s while being read", humanSize(limit))}
+		return nil, true, &fileError{path: rel, what: fmt.Sprintf("grew beyond %s while being read", toolkit.HumanSize(limit))}
 	}
 	return data, true, nil
 }
@@ -334,20 +336,6 @@ type fileError struct {
 func (e *fileError) Error() string { return e.path + " " + e.what }
 
 func (e *fileError) Unwrap() error { return e.err }
-
-// humanSize formats a byte count for people: 512 B, 3.4 KiB, 2.0 MiB.
-func humanSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
-}
 
 // ReadFile reads the regular file at the cleaned workspace-relative path rel
 // (see Clean), of at most limit bytes, through the workspace's os.Root.

@@ -80,17 +80,3 @@ func TestOpenWorkspaceMissingDir(t *testing.T) {
 		t.Fatal("OpenWorkspace of a missing directory succeeded")
 	}
 }
-
-func TestHumanSize(t *testing.T) {
-	tests := []struct {
-		n    int64
-		want string
-	}{
-		{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {1536, "1.5 KiB"}, {256 << 10, "256.0 KiB"}, {3 << 20, "3.0 MiB"},
-	}
-	for _, tt := range tests {
-		if got := humanSize(tt.n); got != tt.want {
-			t.Errorf("humanSize(%d) = %q, want %q", tt.n, got, tt.want)
-		}
-	}
-}

@@ -1,9 +1,7 @@
 package host
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"path"
 	"strings"
 	"time"
@@ -107,7 +105,7 @@ var specs = []spec{
 		name: "background_subagents",
 		description: "Start subagents that work on tasks in the background and return their ids at once, without " +
 			"waiting. Use it for long, independent work; their results arrive later, as the host reports them.",
-		schema:     compact(tasksSchema),
+		schema:     toolkit.SchemaLiteral(tasksSchema),
 		concurrent: true,
 		timeout:    backgroundSubagentsTimeout,
 		handler:    func(h Handlers) toolkit.Handler { return h.BackgroundSubagents },
@@ -116,7 +114,7 @@ var specs = []spec{
 		name: "generate_audio",
 		description: "Turn text into speech. The host's speech service renders it; the result names the audio file " +
 			"or link it produced.",
-		schema: compact(`{
+		schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"text": {"type": "string", "description": "The text to speak.", "minLength": 1, "maxLength": 20000},
@@ -135,7 +133,7 @@ var specs = []spec{
 		name: "generate_image",
 		description: "Draw images from a text prompt. The host's image service renders them; the result names the " +
 			"image files or links it produced.",
-		schema: compact(`{
+		schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"prompt": {"type": "string", "description": "What the image shows, in detail.", "minLength": 1, "maxLength": 4000},
@@ -153,7 +151,7 @@ var specs = []spec{
 	{
 		name:        "list_chatbot",
 		description: "List the chatbots you can talk to with send_to_chatbot: their names and what each is good at.",
-		schema: compact(`{
+		schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"query": {"type": "string", "description": "Optional keywords to keep only matching chatbots.", "maxLength": 200}
@@ -169,7 +167,7 @@ var specs = []spec{
 		name: "send_to_chatbot",
 		description: "Send a message to another chatbot (see list_chatbot) and return its reply. Pass the " +
 			"conversation_id of an earlier reply to continue that conversation.",
-		schema: compact(`{
+		schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"chatbot": {"type": "string", "description": "Name of the chatbot, as list_chatbot gives it.", "minLength": 1, "maxLength": 200},
@@ -187,7 +185,7 @@ var specs = []spec{
 		name: "subagents",
 		description: "Hand tasks to subagents that work on them in parallel, and wait for their results. Each subagent " +
 			"starts fresh: give it everything it needs in task and context. Use it for independent pieces of work.",
-		schema:     compact(tasksSchema),
+		schema:     toolkit.SchemaLiteral(tasksSchema),
 		concurrent: true,
 		timeout:    subagentsTimeout,
 		handler:    func(h Handlers) toolkit.Handler { return h.Subagents },
@@ -260,14 +258,4 @@ func relPath(p string) []string {
 		return nil
 	}
 	return []string{c}
-}
-
-// compact compacts a JSON Schema literal; a literal that is not JSON is a
-// programming mistake and panics at start-up.
-func compact(s string) json.RawMessage {
-	var b bytes.Buffer
-	if err := json.Compact(&b, []byte(s)); err != nil {
-		panic(fmt.Sprintf("host: schema literal is not JSON: %v", err))
-	}
-	return json.RawMessage(b.Bytes())
 }

@@ -28,7 +28,7 @@ func askUserTool() toolkit.Tool {
 			"only they have is missing, not for things you can find out yourself. Offer options when the choice is " +
 			"between a few answers. If nobody answers in time (or nobody is there), the call is skipped: go on " +
 			"without the answer.",
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"question": {

@@ -29,8 +29,8 @@ var errNoWorkspace = errors.New("this host has no workspace, so no file can be r
 // opened. Safe for concurrent use.
 type wsFiles struct {
 	// immutable after Tools
-	ws       *builtin.Workspace // nil: no workspace
-	versions builtin.Versions   // nil: no versions kept
+	ws       *builtin.Workspace   // nil: no workspace
+	versions builtin.VersionStore // nil: no versions kept
 }
 
 // clean checks a path a call will write: inside the workspace, not the
@@ -112,18 +112,4 @@ func (f *wsFiles) write(ctx context.Context, rel string, data []byte, note strin
 		return 0, err
 	}
 	return version, f.ws.WriteFile(rel, data)
-}
-
-// humanSize writes a byte count for people.
-func humanSize(n int) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := unit, 0
-	for m := n / unit; m >= unit && exp < 3; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGT"[exp])
 }

@@ -113,7 +113,7 @@ func TestWriteResultKeepsPreviousVersion(t *testing.T) {
 	if _, err := e.call(t, "write_result", `{"content":"new","format":"markdown","path":"out.md"}`); err != nil {
 		t.Fatal(err)
 	}
-	old, err := e.versions.FileVersionBytes(context.Background(), e.dir, "out.md", 1)
+	old, _, err := e.versions.FileVersionContent(context.Background(), e.dir, "out.md", 1)
 	if err != nil || string(old) != "old" {
 		t.Errorf("version 1 = %q, %v; want the previous content", old, err)
 	}

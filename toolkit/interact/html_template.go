@@ -46,7 +46,7 @@ func htmlTemplateTool(files *wsFiles) toolkit.Tool {
 			"markup. Give the template inline (template) or as a workspace file (template_path); in the template, data " +
 			"fields are .name, loops are {{range .items}}…{{end}}, conditions {{if .x}}…{{end}}. The output file is " +
 			"created or replaced.",
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"template": {
@@ -126,7 +126,7 @@ func (f *wsFiles) htmlTemplate(ctx context.Context, c *toolkit.Call) (toolkit.Re
 	if err != nil {
 		return toolkit.Result{}, err
 	}
-	msg := fmt.Sprintf("Rendered %s to %s (%s).", source, out, humanSize(len(html)))
+	msg := fmt.Sprintf("Rendered %s to %s (%s).", source, out, toolkit.HumanSize(len(html)))
 	if version > 0 {
 		msg += fmt.Sprintf(" The file's previous state is kept as version %d (restore_file undoes the write).", version)
 	}
@@ -139,7 +139,7 @@ func (f *wsFiles) htmlTemplate(ctx context.Context, c *toolkit.Call) (toolkit.Re
 // instead of running on. The template gets the standard functions only.
 func render(ctx context.Context, name, text string, data any, lim renderLimits) ([]byte, error) {
 	tooManySteps := fmt.Errorf("the template ran more than %d loop iterations and template calls; it probably loops without end", lim.steps)
-	tooBig := fmt.Errorf("the output is larger than %s; render less data or split it into several files", humanSize(lim.output))
+	tooBig := fmt.Errorf("the output is larger than %s; render less data or split it into several files", toolkit.HumanSize(lim.output))
 	steps := 0
 	step := func() (string, error) {
 		steps++

@@ -15,9 +15,9 @@ type Deps struct {
 	Workspace *builtin.Workspace
 	// Versions keeps the previous content of a file that write_result or
 	// html_template overwrites, so restore_file can undo it. Pass the same
-	// Versions as builtin.Deps (for example builtin.StoreVersions(store)).
+	// Versions as builtin.Deps (for example the program's store).
 	// When nil, no version is kept.
-	Versions builtin.Versions
+	Versions builtin.VersionStore
 }
 
 // Tools returns ask_user, write_result and, with a workspace,

@@ -31,7 +31,7 @@ func (f *wsFiles) target(a toolkit.Args, arg string) (snap builtin.Snapshot, fai
 	} else if snap.Exists && !snap.Regular {
 		why = fmt.Sprintf("%s is a %s, not a file", snap.Path, snap.State)
 	} else if snap.Size > maxKeptBytes && f.versions != nil {
-		why = fmt.Sprintf("%s is %s, more than the %s kept as a version", snap.Path, humanSize(int(snap.Size)), humanSize(maxKeptBytes))
+		why = fmt.Sprintf("%s is %s, more than the %s kept as a version", snap.Path, toolkit.HumanSize(int(snap.Size)), toolkit.HumanSize(maxKeptBytes))
 	}
 	if why != "" {
 		p := builtin.FailingPreview(snap, why)

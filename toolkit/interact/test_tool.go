@@ -44,7 +44,7 @@ func TestTool(reg *toolkit.Registry, lookup func(name string) (*toolkit.Tool, *E
 		Description: "Test a script or extension tool (script_*, ext_*) by running the example call its definition " +
 			"carries: the example is checked against the tool's schema, then run, and the report says PASS or FAIL " +
 			"with the tool's output. The example runs for real and may change things, as the tool itself would.",
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"name": {

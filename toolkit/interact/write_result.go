@@ -32,7 +32,7 @@ func writeResultTool(files *wsFiles) toolkit.Tool {
 	t := toolkit.Tool{
 		Name:        "write_result",
 		Description: desc,
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"title": {
@@ -110,7 +110,7 @@ func (f *wsFiles) writeResult(ctx context.Context, c *toolkit.Call) (toolkit.Res
 	if err != nil {
 		return toolkit.Result{}, err
 	}
-	msg := fmt.Sprintf("Final result (%s) written to %s (%s).", label, rel, humanSize(len(content)))
+	msg := fmt.Sprintf("Final result (%s) written to %s (%s).", label, rel, toolkit.HumanSize(len(content)))
 	if version > 0 {
 		msg += fmt.Sprintf(" The file's previous state is kept as version %d (restore_file undoes the write).", version)
 	}

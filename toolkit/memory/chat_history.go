@@ -42,7 +42,7 @@ func (m *Memory) chatHistoryTool() toolkit.Tool {
 			"arguments) and their results, newest first, each marked with its turn number. Give keywords to search, " +
 			"turn to read one turn, role to keep only your side (assistant) or only results (tool). Use it to recall " +
 			"what an earlier call returned instead of running it again.",
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"query": {

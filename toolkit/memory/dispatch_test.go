@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/tooldispatch/tooldispatch/actors"
-	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/memory"
@@ -18,7 +18,7 @@ import (
 // built with opts.
 func memoryDispatcher(t *testing.T, opts ...memory.Option) func(session, id, name, args string) *messages.ToolMessage {
 	t.Helper()
-	store, err := cachestore.OpenBadger(cachestore.TestOptions(t.TempDir()))
+	store, err := badger.Open(badger.TestOptions(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func (m *Memory) writeErrorTool() toolkit.Tool {
 			"get past a failed call another way, record the fix with outcome \"resolved\": it is shown the next time " +
 			"that tool fails with a similar error, and error_history finds it. Record dead ends too (outcome \"failed\" " +
 			"or \"abandoned\") so they are not tried again. Returns the record's id (E1, E2, …).",
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"tool": {
@@ -130,7 +130,7 @@ func (m *Memory) errorHistoryTool() toolkit.Tool {
 		Description: "Search the error memory: errors met before and what fixed them (recorded with " +
 			"write_error). Filter by tool and keywords of the error; resolved records come first. Give id to read one " +
 			"record whole. Check it before digging into a failure that looks familiar.",
-		Schema: schema(`{
+		Schema: toolkit.SchemaLiteral(`{
 			"type": "object",
 			"properties": {
 				"tool": {

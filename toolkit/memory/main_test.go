@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
@@ -22,14 +22,14 @@ func TestMain(m *testing.M) {
 }
 
 // openBadger opens a real Badger store in a temp dir, closed at cleanup.
-func openBadger(t *testing.T) *cachestore.Badger {
+func openBadger(t *testing.T) *badger.Store {
 	t.Helper()
 	return openBadgerAt(t, t.TempDir())
 }
 
-func openBadgerAt(t testing.TB, dir string) *cachestore.Badger {
+func openBadgerAt(t testing.TB, dir string) *badger.Store {
 	t.Helper()
-	s, err := cachestore.OpenBadger(cachestore.TestOptions(dir))
+	s, err := badger.Open(badger.TestOptions(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

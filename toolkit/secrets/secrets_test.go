@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 )
 
 func TestMain(m *testing.M) {
@@ -48,11 +49,11 @@ func openWithKeyFile(t *testing.T, store cachestore.Store, keyFile string, logs 
 	return s
 }
 
-func openBadger(t *testing.T, dir string) *cachestore.Badger {
+func openBadger(t *testing.T, dir string) *badger.Store {
 	t.Helper()
-	b, err := cachestore.OpenBadger(cachestore.TestOptions(dir))
+	b, err := badger.Open(badger.TestOptions(dir))
 	if err != nil {
-		t.Fatalf("OpenBadger: %v", err)
+		t.Fatalf("badger.Open: %v", err)
 	}
 	return b
 }

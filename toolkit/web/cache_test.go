@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
 )
@@ -23,7 +24,7 @@ func stores(t *testing.T) map[string]func(t *testing.T) toolkit.Cache {
 	return map[string]func(t *testing.T) toolkit.Cache{
 		"memory": func(t *testing.T) toolkit.Cache { return CacheFromStore(cachestore.NewMemory()) },
 		"badger": func(t *testing.T) toolkit.Cache {
-			db, err := cachestore.OpenBadger(cachestore.TestOptions(""))
+			db, err := badger.Open(badger.TestOptions(""))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -48,7 +48,7 @@ func (w *Web) downloadFileTool() toolkit.Tool {
 		Name: DownloadFileName,
 		Description: fmt.Sprintf("Download a URL (GET) into a file of the workspace, up to %s. Needs the user's approval. "+
 			"Returns the size, type and SHA-256 of what was saved. To read a page instead, use fetch_page.",
-			humanSize(w.cfg.DownloadMaxBytes)),
+			toolkit.HumanSize(w.cfg.DownloadMaxBytes)),
 		Schema:     json.RawMessage(downloadFileSchema),
 		Concurrent: true,
 		ReadOnly:   false,
@@ -162,7 +162,7 @@ func (w *Web) downloadFileRun(ctx context.Context, c *toolkit.Call, r Redactor) 
 			return nil
 		}
 		if resp.ContentLength > limit {
-			return &tooLargeError{limit: limit, what: fmt.Sprintf("the file (%s)", humanSize(resp.ContentLength))}
+			return &tooLargeError{limit: limit, what: fmt.Sprintf("the file (%s)", toolkit.HumanSize(resp.ContentLength))}
 		}
 		h := sha256.New()
 		var err error
@@ -198,7 +198,7 @@ func (w *Web) downloadFileRun(ctx context.Context, c *toolkit.Call, r Redactor) 
 	if existed {
 		verb = "Replaced"
 	}
-	content := fmt.Sprintf("%s %s (%s, %d bytes", verb, rel, humanSize(n), n)
+	content := fmt.Sprintf("%s %s (%s, %d bytes", verb, rel, toolkit.HumanSize(n), n)
 	if mt != "" {
 		content += ", " + mt
 	}

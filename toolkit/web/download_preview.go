@@ -59,7 +59,7 @@ func (w *Web) downloadPreview(_ context.Context, a toolkit.Args) toolkit.Preview
 		return builtin.FailingPreview(snap, why)
 	}
 	if snap.Exists {
-		return toolkit.Preview{State: builtin.StateOf(snap), Note: fmt.Sprintf("downloads %s into %s, replacing its %s of content (the new content is not known before the call runs)", src, rel, humanSize(snap.Size))}
+		return toolkit.Preview{State: builtin.StateOf(snap), Note: fmt.Sprintf("downloads %s into %s, replacing its %s of content (the new content is not known before the call runs)", src, rel, toolkit.HumanSize(snap.Size))}
 	}
 	return toolkit.Preview{State: builtin.StateOf(snap), Note: fmt.Sprintf("downloads %s into %s, a new file", src, rel)}
 }

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
 // response is a response read within the policy.
@@ -108,19 +110,5 @@ type tooLargeError struct {
 }
 
 func (e *tooLargeError) Error() string {
-	return fmt.Sprintf("%s is larger than the %s limit", e.what, humanSize(e.limit))
-}
-
-// humanSize formats a byte count for people: 512 B, 3.4 KiB, 2.0 MiB.
-func humanSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+	return fmt.Sprintf("%s is larger than the %s limit", e.what, toolkit.HumanSize(e.limit))
 }

@@ -402,7 +402,7 @@ func (w *Web) renderPage(ctx context.Context, p *page, passages []string, reques
 	}
 	b.WriteString("\n")
 	if p.Truncated {
-		fmt.Fprintf(&b, "Note: the page is larger than %s; only its start was read.\n", humanSize(w.policy.MaxBytes))
+		fmt.Fprintf(&b, "Note: the page is larger than %s; only its start was read.\n", toolkit.HumanSize(w.policy.MaxBytes))
 	}
 	b.WriteString("\n")
 

@@ -181,7 +181,7 @@ func (w *Web) httpRequestRun(ctx context.Context, c *toolkit.Call, r Redactor) (
 	}
 	body := c.Args.String("body")
 	if len(body) > maxRequestBody {
-		return toolkit.Result{}, fmt.Errorf("body is %s, more than the %s allowed", humanSize(int64(len(body))), humanSize(maxRequestBody))
+		return toolkit.Result{}, fmt.Errorf("body is %s, more than the %s allowed", toolkit.HumanSize(int64(len(body))), toolkit.HumanSize(maxRequestBody))
 	}
 	limit := int(min(max(c.Args.Int("max_chars", defaultResponseChars), 100), maxResponseChars))
 
@@ -451,7 +451,7 @@ func writeBody(b *strings.Builder, resp *response, limit int, maxBytes int64, r 
 	case utf8.Valid(resp.Body):
 		text = string(resp.Body)
 	default:
-		fmt.Fprintf(b, "(binary body: %s of %s; save it with download_file)\n", humanSize(int64(len(resp.Body))), mt)
+		fmt.Fprintf(b, "(binary body: %s of %s; save it with download_file)\n", toolkit.HumanSize(int64(len(resp.Body))), mt)
 		return
 	}
 	// Redacted whole (a body longer than the response limit as the head
@@ -471,9 +471,9 @@ func writeBody(b *strings.Builder, resp *response, limit int, maxBytes int64, r 
 	case n > limit:
 		fmt.Fprintf(b, "[body cut at %d of %d characters; raise max_chars to see more]\n", shown, n)
 	case resp.Truncated:
-		fmt.Fprintf(b, "[body cut at the %s response limit]\n", humanSize(maxBytes))
+		fmt.Fprintf(b, "[body cut at the %s response limit]\n", toolkit.HumanSize(maxBytes))
 	}
 	if n > limit && resp.Truncated {
-		fmt.Fprintf(b, "[the response is also larger than the %s response limit]\n", humanSize(maxBytes))
+		fmt.Fprintf(b, "[the response is also larger than the %s response limit]\n", toolkit.HumanSize(maxBytes))
 	}
 }

@@ -58,7 +58,7 @@ type Config struct {
 	// Versions, when set, keeps the file versions instead of Store: a
 	// cluster member keeps its own workspace's versions in its own store
 	// while Store is the members' shared one.
-	Versions cachestore.Store
+	Versions cachestore.VersionStore
 	// Shared says other processes write Store too (the members of a
 	// cluster): secrets and the error memory then read through to it, so a
 	// secret stored or an error recorded on one member is seen on all.
@@ -127,9 +127,9 @@ func Register(reg *toolkit.Registry, c Config) (*Belt, error) {
 	log := c.Logger
 	ws := c.Workspace
 	b := &Belt{Registry: reg}
-	versions := builtin.StoreVersions(c.Store)
+	var versions builtin.VersionStore = c.Store
 	if c.Versions != nil {
-		versions = builtin.StoreVersions(c.Versions)
+		versions = c.Versions
 	}
 	toolkit.RegisterMeta(reg)
 	sb, err := sandbox.New(c.Sandbox, sandbox.Options{Workspace: ws.Dir(), Protected: c.Protected, Logger: log})

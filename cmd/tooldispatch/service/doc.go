@@ -30,6 +30,11 @@
 // The package knows the dispatcher only through its Go API (actors), the
 // tools through toolkit and the persisted sessions through cachestore. It
 // opens no store, registers no tool and does not listen: that is the
-// command's job. It keeps no global state (its metrics have a registry of
-// their own), so two servers in one process share nothing.
+// command's job. It writes no global state: its metrics have a registry of
+// their own (never Prometheus's default), so two servers in one process
+// share no session, subscription, budget or counter of theirs. Three of the
+// metrics read process-wide state at each scrape and so read the same in
+// both: the Go runtime's and the process's collectors, and
+// tooldispatch_abandoned_calls_running (actors.AbandonedCalls, the abandoned
+// calls of every dispatcher in the process whose tool has not returned).
 package service

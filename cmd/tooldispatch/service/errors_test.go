@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/tooldispatch/tooldispatch/actors"
 )
 
 // TestRequestErrors: bad requests get the right code and a JSON error
@@ -107,13 +109,13 @@ type fakeReplies struct{ answered chan string }
 
 func (r *fakeReplies) Answer(_ context.Context, session, callID, text string) error {
 	if session != "s" || callID != "q1" {
-		return ErrNoPending
+		return actors.ErrNoPending
 	}
 	select {
 	case r.answered <- text:
 		return nil
 	default:
-		return ErrAlreadyAnswered
+		return actors.ErrAlreadyAnswered
 	}
 }
 
@@ -121,7 +123,7 @@ func (r *fakeReplies) ClientResult(_ context.Context, _, callID, _ string, _ boo
 	if callID == "broken" {
 		return errors.New("the pipe to the client broke")
 	}
-	return ErrNoPending
+	return actors.ErrNoPending
 }
 
 // TestReplies: answers go to Options.Replies, and its errors map to codes.

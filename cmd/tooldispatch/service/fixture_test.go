@@ -20,6 +20,7 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
 )
@@ -66,7 +67,7 @@ type fixture struct {
 	t       *testing.T
 	dir     string
 	ws      *builtin.Workspace
-	store   *cachestore.Badger
+	store   *badger.Store
 	reg     *toolkit.Registry
 	broker  *Broker
 	metrics *Metrics
@@ -97,13 +98,13 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	if f.ws, err = builtin.OpenWorkspace(dir); err != nil {
 		t.Fatal(err)
 	}
-	if f.store, err = cachestore.OpenBadger(cachestore.TestOptions(t.TempDir())); err != nil {
+	if f.store, err = badger.Open(badger.TestOptions(t.TempDir())); err != nil {
 		f.ws.Close()
 		t.Fatal(err)
 	}
 	f.reg = toolkit.NewRegistry()
 	toolkit.RegisterMeta(f.reg)
-	builtin.Register(f.reg, builtin.Deps{Workspace: f.ws, Versions: builtin.StoreVersions(f.store)})
+	builtin.Register(f.reg, builtin.Deps{Workspace: f.ws, Versions: f.store})
 	for _, tool := range o.tools {
 		f.reg.Register(tool)
 	}

@@ -180,9 +180,9 @@ func (s *Server) writeReplyOutcome(w http.ResponseWriter, what string, err error
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, statusReply{Status: ackAccepted})
-	case errors.Is(err, ErrNoPending):
+	case errors.Is(err, actors.ErrNoPending):
 		writeError(w, noReplies)
-	case errors.Is(err, ErrAlreadyAnswered):
+	case errors.Is(err, actors.ErrAlreadyAnswered):
 		writeJSON(w, http.StatusConflict, statusReply{Status: ackAlreadyAnswered, Error: "already answered"})
 	default:
 		s.dispatcherError(w, what, err)
@@ -196,7 +196,7 @@ func (s *Server) handleEndRun(w http.ResponseWriter, r *http.Request) {
 		s.dispatcherError(w, "ending a run", err)
 		return
 	}
-	s.runs.drop(runKey{session, run})
+	s.runs.Drop(runKey{Session: session, Run: run})
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -256,7 +256,7 @@ func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 	}
 	var decl runDecl
 	if session := q.Get("session"); session != "" {
-		decl = s.runs.get(runKey{session, cmp.Or(q.Get("run"), defaultRun)})
+		decl = s.runs.Get(runKey{Session: session, Run: cmp.Or(q.Get("run"), defaultRun)})
 	}
 	view, err := s.view(provider, decl)
 	if err != nil {

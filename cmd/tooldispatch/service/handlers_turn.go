@@ -60,7 +60,7 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 		s.refuseShuttingDown(w, r)
 		return
 	}
-	s.runs.put(key, decl)
+	s.runs.Put(key, decl)
 	if wantsEventStream(r) {
 		s.streamTurn(w, r, p, shape)
 		return
@@ -229,15 +229,15 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*actors.Prep
 	if req.Exclude != nil {
 		exclude = *req.Exclude
 	}
-	key := runKey{session, cmp.Or(req.Run, defaultRun)}
-	decl := s.runs.merge(key, specs, req.ClientTools != nil, exclude, req.Exclude != nil)
+	key := runKey{Session: session, Run: cmp.Or(req.Run, defaultRun)}
+	decl := s.runs.Merge(key, specs, req.ClientTools != nil, exclude, req.Exclude != nil)
 	var policy string
 	if len(req.Chaos) > 0 && string(req.Chaos) != "null" {
 		policy = string(req.Chaos)
 	}
 	dt := &messages.DispatchTurn{
 		Session: session, Run: req.Run, Provider: req.Provider, Message: msg,
-		ClientTools: decl.clientTools, Exclude: s.exclude(decl),
+		ClientTools: decl.ClientTools, Exclude: s.exclude(decl),
 		Approve: approve, TurnId: req.TurnID, AutoLoadSchemas: autoLoad, Chaos: policy,
 		ToolsFormat: cmp.Or(req.ToolsFormat, string(format)),
 	}
@@ -253,8 +253,8 @@ func (s *Server) turnFromRequest(session string, req *turnRequest) (*actors.Prep
 
 // view builds the tools view of a run with its declarations.
 func (s *Server) view(provider string, decl runDecl) (*toolkit.View, error) {
-	client := make([]*toolkit.Tool, len(decl.clientTools))
-	for i, c := range decl.clientTools {
+	client := make([]*toolkit.Tool, len(decl.ClientTools))
+	for i, c := range decl.ClientTools {
 		client[i] = toolkit.ClientToolFromSpec(c.GetName(), c.GetDescription(), c.GetParameters())
 	}
 	return toolkit.NewView(s.opts.Registry, provider, client, s.exclude(decl))
@@ -264,9 +264,9 @@ func (s *Server) view(provider string, decl runDecl) (*toolkit.View, error) {
 // the run declared, and the run's.
 func (s *Server) exclude(decl runDecl) []string {
 	if len(s.opts.Exclude) == 0 {
-		return decl.exclude
+		return decl.Exclude
 	}
-	return append(slices.Clip(s.opts.Exclude), decl.exclude...)
+	return append(slices.Clip(s.opts.Exclude), decl.Exclude...)
 }
 
 func errShuttingDown() *apiError {

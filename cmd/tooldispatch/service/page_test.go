@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
@@ -56,7 +57,7 @@ func (a *askBox) Answer(_ context.Context, session, callID, text string) error {
 	defer a.mu.Unlock()
 	k := session + "\x00" + callID
 	if a.answered[k] {
-		return ErrAlreadyAnswered
+		return actors.ErrAlreadyAnswered
 	}
 	a.answered[k] = true
 	ch <- text
@@ -65,7 +66,7 @@ func (a *askBox) Answer(_ context.Context, session, callID, text string) error {
 
 // ClientResult implements Replies.
 func (a *askBox) ClientResult(context.Context, string, string, string, bool) error {
-	return ErrNoPending
+	return actors.ErrNoPending
 }
 
 // chromiumPath is where the browser test looks for Chromium.

@@ -1,23 +1,14 @@
 package service
 
-import (
-	"context"
-	"errors"
-)
-
-// Sentinel errors a Replies implementation returns.
-var (
-	// ErrNoPending: no ask_user question or client call with that id is
-	// waiting in the session (answered with 404).
-	ErrNoPending = errors.New("service: no pending question or client call with that id")
-	// ErrAlreadyAnswered: the question or client call was answered before
-	// (answered with 409).
-	ErrAlreadyAnswered = errors.New("service: already answered")
-)
+import "context"
 
 // Replies hands answers from the API to whatever waits for them: the
-// ask_user tool's questions and the results of client tools. Implementations
-// must be safe for concurrent use.
+// ask_user tool's questions and the results of client tools. Its errors are
+// the dispatcher's (an actors.Dispatcher's Answer and ClientResult return
+// them as they are): actors.ErrNoPending when no question or client call
+// with that id is waiting in the session (answered with 404),
+// actors.ErrAlreadyAnswered when it was answered before (409).
+// Implementations must be safe for concurrent use.
 type Replies interface {
 	// Answer answers the ask_user question of call callID in session.
 	Answer(ctx context.Context, session, callID, text string) error

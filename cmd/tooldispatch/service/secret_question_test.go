@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -15,30 +14,20 @@ import (
 	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
 )
 
-// dispatcherReplies hands answers to a dispatcher, as the serve command
-// does.
+// dispatcherReplies hands answers and client results to a dispatcher and
+// returns its errors as they are, as the serve command does.
 type dispatcherReplies struct{ d *actors.Dispatcher }
 
-func mapActorsErr(err error) error {
-	switch {
-	case errors.Is(err, actors.ErrNoPending):
-		return ErrNoPending
-	case errors.Is(err, actors.ErrAlreadyAnswered):
-		return ErrAlreadyAnswered
-	}
-	return err
-}
-
 func (r *dispatcherReplies) Answer(ctx context.Context, session, callID, text string) error {
-	return mapActorsErr(r.d.Answer(ctx, session, callID, text, false))
+	return r.d.Answer(ctx, session, callID, text, false)
 }
 
 func (r *dispatcherReplies) AnswerSecret(ctx context.Context, session, callID, value string, origins []string) error {
-	return mapActorsErr(r.d.AnswerWith(ctx, session, callID, toolkit.Answer{Text: value, Origins: origins}))
+	return r.d.AnswerWith(ctx, session, callID, toolkit.Answer{Text: value, Origins: origins})
 }
 
-func (r *dispatcherReplies) ClientResult(context.Context, string, string, string, bool) error {
-	return ErrNoPending
+func (r *dispatcherReplies) ClientResult(ctx context.Context, session, callID, content string, isError bool) error {
+	return r.d.ClientResult(ctx, session, callID, content, isError)
 }
 
 // TestSecretQuestion: a store_secret question is pending with the origins

@@ -29,9 +29,9 @@ var ErrTokenRequired = errors.New("service: listening on a non-loopback address 
 type Options struct {
 	Dispatcher *actors.Dispatcher
 	Registry   *toolkit.Registry
-	// Store is the store the dispatcher writes; sessions are read back
-	// from it.
-	Store   cachestore.Store
+	// Store is the store the dispatcher writes, seen through what the
+	// service reads back: the committed sessions.
+	Store   cachestore.History
 	Broker  *Broker
 	Metrics *Metrics
 	// Token, when set, is required of every request except GET /healthz
@@ -176,6 +176,7 @@ func New(opts Options) (*Server, error) {
 		log:     opts.Logger.With().Str("component", "service").Logger(),
 		done:    make(chan struct{}),
 		origins: map[string]bool{},
+		runs:    runDecls{Limit: maxRunDecls},
 		budget: &budget{size: opts.MaxInFlightBytes, onUsed: opts.Metrics.bodyBytesInFlight,
 			onRefused: opts.Metrics.overBudget.Inc},
 	}

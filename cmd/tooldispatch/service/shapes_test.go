@@ -1,7 +1,6 @@
 package service
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -15,16 +14,6 @@ import (
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
-
-// clientReplies hands client results to the dispatcher, as the serve
-// command does.
-type clientReplies struct{ d *actors.Dispatcher }
-
-func (r *clientReplies) Answer(context.Context, string, string, string) error { return ErrNoPending }
-
-func (r *clientReplies) ClientResult(ctx context.Context, session, callID, content string, isError bool) error {
-	return mapActorsErr(r.d.ClientResult(ctx, session, callID, content, isError))
-}
 
 // openAIToolMessageSchema compiles the OpenAI chat-completions tool message
 // schema (no properties besides role, tool_call_id and content).
@@ -129,7 +118,7 @@ func TestOpenAIStrictReply(t *testing.T) {
 // tool message it committed, in the shape the body asks for.
 func TestClientResultAnswersWithTheMessage(t *testing.T) {
 	schema := openAIToolMessageSchema(t)
-	r := &clientReplies{}
+	r := &dispatcherReplies{}
 	f := newFixture(t, fixtureOpts{replies: r})
 	r.d = f.disp
 	body := turn("r1", "all", call(t, "l1", "lookup", map[string]any{"q": "x"}), call(t, "l2", "lookup", map[string]any{"q": "y"}))
@@ -182,7 +171,7 @@ type anthropicUser struct {
 // blocks (is_error on failures); client tools may be declared in
 // Anthropic's shape, and their client_result answers with the block.
 func TestAnthropicTurnRoundTrip(t *testing.T) {
-	r := &clientReplies{}
+	r := &dispatcherReplies{}
 	f := newFixture(t, fixtureOpts{replies: r})
 	r.d = f.disp
 	body := map[string]any{

@@ -24,6 +24,7 @@ import (
 	"github.com/cloudwego/eino/schema"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
@@ -109,7 +110,7 @@ func run(rounds, turns int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	store, err := cachestore.OpenBadger(cachestore.TestOptions(dir))
+	store, err := badger.Open(badger.TestOptions(dir))
 	if err != nil {
 		return err
 	}

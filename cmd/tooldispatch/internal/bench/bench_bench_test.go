@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/web"
 )
@@ -216,8 +217,8 @@ func BenchmarkSessions64(b *testing.B) {
 			}
 			defer s.close()
 			ctx := context.Background()
-			var before cachestore.CommitStats
-			bs, _ := s.store.(*cachestore.Badger)
+			var before badger.CommitStats
+			bs, _ := s.store.(*badger.Store)
 			if bs != nil {
 				before = bs.CommitStats()
 			}

@@ -18,7 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/actors"
-	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
@@ -89,7 +89,7 @@ func RunServiceLoad(ctx context.Context, o ServiceLoadOptions) (*ServiceLoad, er
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	store, err := cachestore.OpenBadger(cachestore.BadgerOptions{Dir: dir, Small: true, Logger: zerolog.Nop()})
+	store, err := badger.Open(badger.Options{Dir: dir, Small: true, Logger: zerolog.Nop()})
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/actors"
-	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/internal/bench/taumcp"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
@@ -86,7 +86,7 @@ func TauTooldispatch(ctx context.Context, o TauOptions) (TauTiming, error) {
 		return TauTiming{}, err
 	}
 	defer os.RemoveAll(dir)
-	store, err := cachestore.OpenBadger(cachestore.BadgerOptions{Dir: dir, Small: true, Logger: zerolog.Nop()})
+	store, err := badger.Open(badger.Options{Dir: dir, Small: true, Logger: zerolog.Nop()})
 	if err != nil {
 		return TauTiming{}, err
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/web"
@@ -94,7 +95,7 @@ func openSystem(kind string, fsync bool, limit int, idle time.Duration) (*system
 		if dir, err = os.MkdirTemp("", "tooldispatch-bench-*"); err != nil {
 			return nil, err
 		}
-		if store, err = cachestore.OpenBadger(cachestore.BadgerOptions{Dir: dir, SyncWrites: fsync, Small: true, Logger: zerolog.Nop()}); err != nil {
+		if store, err = badger.Open(badger.Options{Dir: dir, SyncWrites: fsync, Small: true, Logger: zerolog.Nop()}); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
 		}
@@ -369,7 +370,7 @@ func (r *runner) fetchPage(ctx context.Context) error {
 			if dir, err = os.MkdirTemp("", "tooldispatch-bench-*"); err != nil {
 				return err
 			}
-			if store, err = cachestore.OpenBadger(cachestore.BadgerOptions{Dir: dir, Small: true, Logger: zerolog.Nop()}); err != nil {
+			if store, err = badger.Open(badger.Options{Dir: dir, Small: true, Logger: zerolog.Nop()}); err != nil {
 				return err
 			}
 		}

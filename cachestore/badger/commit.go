@@ -1,4 +1,4 @@
-package cachestore
+package badger
 
 import (
 	"context"
@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/dgraph-io/badger/v4"
+	badgerdb "github.com/dgraph-io/badger/v4"
 
+	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
@@ -47,7 +48,7 @@ type CommitStats struct {
 }
 
 // CommitStats returns the group committer's counters.
-func (b *Badger) CommitStats() CommitStats {
+func (b *Store) CommitStats() CommitStats {
 	return CommitStats{Batches: b.stats.batches.Load(), Ops: b.stats.ops.Load(), Txns: b.stats.txns.Load(),
 		Splits: b.stats.splits.Load(), Bytes: b.stats.bytes.Load()}
 }
@@ -80,7 +81,7 @@ const (
 	classAfter
 )
 
-func (w kv) apply(txn *badger.Txn) error {
+func (w kv) apply(txn *badgerdb.Txn) error {
 	switch {
 	case w.del && w.chunked:
 		return deleteChunked(txn, w.key)
@@ -89,17 +90,17 @@ func (w kv) apply(txn *badger.Txn) error {
 	case w.chunked:
 		return setChunked(txn, w.key, w.value, w.expiresAt)
 	}
-	e := badger.NewEntry(w.key, w.value)
+	e := badgerdb.NewEntry(w.key, w.value)
 	e.ExpiresAt = w.expiresAt
 	return txn.SetEntry(e)
 }
 
 // applyBatch adds a write that is not chunked to a write batch.
-func (w kv) applyBatch(wb *badger.WriteBatch) error {
+func (w kv) applyBatch(wb *badgerdb.WriteBatch) error {
 	if w.del {
 		return wb.Delete(w.key)
 	}
-	e := badger.NewEntry(w.key, w.value)
+	e := badgerdb.NewEntry(w.key, w.value)
 	e.ExpiresAt = w.expiresAt
 	return wb.SetEntry(e)
 }
@@ -121,7 +122,7 @@ type writeOp struct {
 	done  chan error
 }
 
-func (op *writeOp) apply(txn *badger.Txn, withCache bool) error {
+func (op *writeOp) apply(txn *badgerdb.Txn, withCache bool) error {
 	for _, w := range op.main {
 		if err := w.apply(txn); err != nil {
 			return err
@@ -140,7 +141,7 @@ func (op *writeOp) apply(txn *badger.Txn, withCache bool) error {
 // submit queues op and waits for its answer. If ctx ends before the
 // committer takes the op, the op is not applied and ctx's error returned;
 // once taken, it completes. The caller holds the life lock.
-func (b *Badger) submit(ctx context.Context, op *writeOp) error {
+func (b *Store) submit(ctx context.Context, op *writeOp) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -163,7 +164,7 @@ func (b *Badger) submit(ctx context.Context, op *writeOp) error {
 }
 
 // commitLoop is the committer goroutine; Close stops it.
-func (b *Badger) commitLoop() {
+func (b *Store) commitLoop() {
 	defer b.wg.Done()
 	batch := make([]*writeOp, 0, maxBatchOps)
 	for {
@@ -188,7 +189,7 @@ func (b *Badger) commitLoop() {
 }
 
 // processBatch takes, validates and writes one batch of ops.
-func (b *Badger) processBatch(batch []*writeOp) {
+func (b *Store) processBatch(batch []*writeOp) {
 	taken := make([]*writeOp, 0, len(batch))
 	for _, op := range batch {
 		if !op.state.CompareAndSwap(opPending, opTaken) {
@@ -222,10 +223,10 @@ func (b *Badger) processBatch(batch []*writeOp) {
 // with ErrStaleTurn and returns the others, in order. A session's next turn
 // comes from the committer's copy (nextTurns) or, on a miss, from its meta
 // key.
-func (b *Badger) validate(ops []*writeOp) []*writeOp {
+func (b *Store) validate(ops []*writeOp) []*writeOp {
 	valid := make([]*writeOp, 0, len(ops))
 	var next map[string]int64
-	var txn *badger.Txn
+	var txn *badgerdb.Txn
 	defer func() {
 		if txn != nil {
 			txn.Discard()
@@ -254,7 +255,7 @@ func (b *Badger) validate(ops []*writeOp) []*writeOp {
 		}
 		if op.turn != n {
 			next[op.session] = n
-			op.done <- fmt.Errorf("next turn is %d: %w", n, ErrStaleTurn)
+			op.done <- fmt.Errorf("next turn is %d: %w", n, cachestore.ErrStaleTurn)
 			continue
 		}
 		if op.bump {
@@ -272,7 +273,7 @@ const maxNextTurns = 1 << 16
 
 // written answers an op whose writes are committed and, for an op that
 // committed a turn, records the session's next turn.
-func (b *Badger) written(op *writeOp) {
+func (b *Store) written(op *writeOp) {
 	if op.bump {
 		if len(b.nextTurns) >= maxNextTurns {
 			clear(b.nextTurns)
@@ -288,7 +289,7 @@ var errEarlierFailed = errors.New("an earlier write of the session in the same b
 
 // writeOps writes valid ops in as few transactions as fit, in order, and
 // answers each op once its transaction is durable.
-func (b *Badger) writeOps(ops []*writeOp) {
+func (b *Store) writeOps(ops []*writeOp) {
 	// failed holds the sessions whose turn-committing op failed: a later
 	// op of such a session was validated against a turn that was not written.
 	failed := make(map[string]bool)
@@ -301,7 +302,7 @@ func (b *Badger) writeOps(ops []*writeOp) {
 		delete(b.nextTurns, op.session)
 		op.done <- tooLarge(err)
 	}
-	var txn *badger.Txn
+	var txn *badgerdb.Txn
 	var group []*writeOp
 
 	// rebuild starts a fresh transaction holding the ops of group (used
@@ -358,7 +359,7 @@ func (b *Badger) writeOps(ops []*writeOp) {
 			group = append(group, op)
 			continue
 		}
-		if !errors.Is(err, badger.ErrTxnTooBig) {
+		if !errors.Is(err, badgerdb.ErrTxnTooBig) {
 			rebuild()
 			fail(op, err)
 			continue
@@ -375,7 +376,7 @@ func (b *Badger) writeOps(ops []*writeOp) {
 		}
 		txn.Discard()
 		txn = nil
-		if errors.Is(err, badger.ErrTxnTooBig) {
+		if errors.Is(err, badgerdb.ErrTxnTooBig) {
 			err = b.writeSplit(op)
 		}
 		if err != nil {
@@ -398,7 +399,7 @@ func (b *Badger) writeOps(ops []*writeOp) {
 // entries and fetched marks, which only makes a later identical call run
 // again. A failure after the commit is logged, not returned: the turn is
 // committed.
-func (b *Badger) writeSplit(op *writeOp) error {
+func (b *Store) writeSplit(op *writeOp) error {
 	var before, inTxn, after []kv
 	deleted := make(map[string]bool)
 	for _, w := range op.main {
@@ -450,7 +451,7 @@ func (b *Badger) writeSplit(op *writeOp) error {
 
 // writeBatch writes ws through a write batch: in as many transactions as
 // it takes, not atomically.
-func (b *Badger) writeBatch(ws []kv) error {
+func (b *Store) writeBatch(ws []kv) error {
 	if len(ws) == 0 {
 		return nil
 	}
@@ -465,9 +466,9 @@ func (b *Badger) writeBatch(ws []kv) error {
 }
 
 // readNextTurn reads a session's next turn number (1 for a new session).
-func readNextTurn(txn *badger.Txn, session string) (int64, error) {
+func readNextTurn(txn *badgerdb.Txn, session string) (int64, error) {
 	item, err := txn.Get(metaKey(session))
-	if errors.Is(err, badger.ErrKeyNotFound) {
+	if errors.Is(err, badgerdb.ErrKeyNotFound) {
 		return 1, nil
 	}
 	if err != nil {
@@ -483,7 +484,7 @@ func readNextTurn(txn *badger.Txn, session string) (int64, error) {
 		return 0, fmt.Errorf("reading meta of session %q: %w", session, err)
 	}
 	if n < 1 {
-		return 0, fmt.Errorf("meta of session %q: next turn %d: %w", session, n, errCorrupt)
+		return 0, fmt.Errorf("meta of session %q: next turn %d: %w", session, n, cachestore.ErrCorrupt)
 	}
 	return n, nil
 }
@@ -491,8 +492,8 @@ func readNextTurn(txn *badger.Txn, session string) (int64, error) {
 // turnOp prepares the writes of committing rec as the session's next turn:
 // the record, its turn-id index, the meta bump and the deletion of the
 // turn's intent record.
-func (b *Badger) turnOp(session string, rec *messages.TurnRecord) (*writeOp, error) {
-	raw, replaced, err := MarshalValid(rec)
+func (b *Store) turnOp(session string, rec *messages.TurnRecord) (*writeOp, error) {
+	raw, replaced, err := cachestore.MarshalValid(rec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding turn record: %w", err)
 	}
@@ -519,7 +520,7 @@ func (b *Badger) turnOp(session string, rec *messages.TurnRecord) (*writeOp, err
 // apply in field order, so a key in both DedupPut and DedupDel ends deleted.
 // It returns once the write is durable; commits of concurrent sessions
 // share one transaction.
-func (b *Badger) CommitTurn(ctx context.Context, c *TurnCommit) error {
+func (b *Store) CommitTurn(ctx context.Context, c *cachestore.TurnCommit) error {
 	if c == nil || c.Record == nil {
 		return errors.New("committing turn: no turn record")
 	}
@@ -533,7 +534,7 @@ func (b *Badger) CommitTurn(ctx context.Context, c *TurnCommit) error {
 	return nil
 }
 
-func (b *Badger) commitTurn(ctx context.Context, c *TurnCommit) error {
+func (b *Store) commitTurn(ctx context.Context, c *cachestore.TurnCommit) error {
 	op, err := b.turnOp(c.Session, c.Record)
 	if err != nil {
 		return err
@@ -546,7 +547,7 @@ func (b *Badger) commitTurn(ctx context.Context, c *TurnCommit) error {
 		if e == nil {
 			continue
 		}
-		op.main = append(op.main, kv{key: dedupKey(c.Session, run, e.Key), value: EncodeDedup(e), class: classAfter})
+		op.main = append(op.main, kv{key: dedupKey(c.Session, run, e.Key), value: cachestore.EncodeDedup(e), class: classAfter})
 	}
 	for _, k := range c.DedupDel {
 		op.main = append(op.main, kv{key: dedupKey(c.Session, run, k), del: true, class: classBefore})
@@ -560,7 +561,7 @@ func (b *Badger) commitTurn(ctx context.Context, c *TurnCommit) error {
 // WriteIntent persists (or replaces) the intent record of the session's
 // next turn; ErrStaleTurn if in.Turn is not that turn. It returns once the
 // record is durable.
-func (b *Badger) WriteIntent(ctx context.Context, in *Intent) error {
+func (b *Store) WriteIntent(ctx context.Context, in *cachestore.Intent) error {
 	if in == nil {
 		return errors.New("writing intent: no intent")
 	}
@@ -568,7 +569,7 @@ func (b *Badger) WriteIntent(ctx context.Context, in *Intent) error {
 		return fmt.Errorf("writing intent of turn %d of session %q: %w", in.Turn, in.Session, err)
 	}
 	defer b.leave()
-	raw, err := EncodeIntent(in)
+	raw, err := cachestore.EncodeIntent(in)
 	if err != nil {
 		return fmt.Errorf("writing intent of turn %d of session %q: %w", in.Turn, in.Session, err)
 	}

@@ -1,4 +1,4 @@
-package cachestore
+package badger
 
 import (
 	"bytes"
@@ -10,27 +10,29 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	badgerdb "github.com/dgraph-io/badger/v4"
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/storetest"
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
 func TestBadgerOptionsValidate(t *testing.T) {
 	tests := []struct {
 		name    string
-		opts    BadgerOptions
+		opts    Options
 		wantErr string // a substring naming the bad field; empty for valid
 	}{
-		{"dir", BadgerOptions{Dir: "/tmp/x"}, ""},
-		{"in_memory", BadgerOptions{InMemory: true}, ""},
+		{"dir", Options{Dir: "/tmp/x"}, ""},
+		{"in_memory", Options{InMemory: true}, ""},
 		{"test_options_dir", TestOptions("/tmp/x"), ""},
 		{"test_options_in_memory", TestOptions(""), ""},
-		{"zero", BadgerOptions{}, "BadgerOptions.Dir"},
-		{"both", BadgerOptions{Dir: "/tmp/x", InMemory: true}, "BadgerOptions.Dir"},
+		{"zero", Options{}, "Options.Dir"},
+		{"both", Options{Dir: "/tmp/x", InMemory: true}, "Options.Dir"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,8 +44,8 @@ func TestBadgerOptionsValidate(t *testing.T) {
 				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.wantErr)
 			}
 			if tt.wantErr != "" {
-				if _, err := OpenBadger(tt.opts); err == nil {
-					t.Fatalf("OpenBadger accepted invalid options")
+				if _, err := Open(tt.opts); err == nil {
+					t.Fatalf("Open accepted invalid options")
 				}
 			}
 		})
@@ -51,13 +53,13 @@ func TestBadgerOptionsValidate(t *testing.T) {
 }
 
 func TestBadgerOptionsDefaults(t *testing.T) {
-	if got := (BadgerOptions{Dir: "d"}).gcInterval(); got != DefaultGCInterval {
+	if got := (Options{Dir: "d"}).gcInterval(); got != DefaultGCInterval {
 		t.Errorf("default GC interval = %v, want %v", got, DefaultGCInterval)
 	}
-	if got := (BadgerOptions{Dir: "d", GCInterval: -1}).gcInterval(); got != 0 {
+	if got := (Options{Dir: "d", GCInterval: -1}).gcInterval(); got != 0 {
 		t.Errorf("negative GC interval = %v, want off", got)
 	}
-	if got := (BadgerOptions{InMemory: true}).gcInterval(); got != 0 {
+	if got := (Options{InMemory: true}).gcInterval(); got != 0 {
 		t.Errorf("in-memory GC interval = %v, want off", got)
 	}
 	small := TestOptions("d").badgerOptions()
@@ -88,7 +90,7 @@ func TestBadgerLogsThroughZerolog(t *testing.T) {
 	buf := &syncBuffer{}
 	opts := TestOptions(t.TempDir())
 	opts.Logger = zerolog.New(buf).Level(zerolog.DebugLevel)
-	b := mustOpenBadger(t, opts)
+	b := mustOpen(t, opts)
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +106,7 @@ func TestBadgerLogsThroughZerolog(t *testing.T) {
 	buf = &syncBuffer{}
 	opts = TestOptions(t.TempDir())
 	opts.Logger = zerolog.New(buf).Level(zerolog.WarnLevel)
-	b = mustOpenBadger(t, opts)
+	b = mustOpen(t, opts)
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -115,15 +117,15 @@ func TestBadgerLogsThroughZerolog(t *testing.T) {
 
 func TestBadgerSecondOpenFails(t *testing.T) {
 	dir := t.TempDir()
-	mustOpenBadger(t, TestOptions(dir))
-	if b, err := OpenBadger(TestOptions(dir)); err == nil {
+	mustOpen(t, TestOptions(dir))
+	if b, err := Open(TestOptions(dir)); err == nil {
 		_ = b.Close()
-		t.Fatal("a second OpenBadger of an open directory succeeded")
+		t.Fatal("a second Open of an open directory succeeded")
 	}
 }
 
 // queuedOp prepares a commit op as submit would, without queueing it.
-func queuedOp(t *testing.T, b *Badger, ctx context.Context, session string, rec *messages.TurnRecord) *writeOp {
+func queuedOp(t *testing.T, b *Store, ctx context.Context, session string, rec *messages.TurnRecord) *writeOp {
 	t.Helper()
 	op, err := b.turnOp(session, rec)
 	if err != nil {
@@ -146,29 +148,29 @@ func answer(t *testing.T, op *writeOp) error {
 	}
 }
 
-func nextTurn(t *testing.T, s Store, session string) int64 {
+func nextTurn(t *testing.T, s cachestore.Store, session string) int64 {
 	t.Helper()
-	return loadSession(t, s, session).NextTurn
+	return storetest.LoadSession(t, s, session).NextTurn
 }
 
 func TestBadgerBatchChecksEachCommit(t *testing.T) {
-	b := mustOpenBadger(t, TestOptions(t.TempDir()))
+	b := mustOpen(t, TestOptions(t.TempDir()))
 	ctx := context.Background()
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
-	abandoned := queuedOp(t, b, ctx, "e", record(1, "r", "", 1))
+	abandoned := queuedOp(t, b, ctx, "e", storetest.Record(1, "r", "", 1))
 	abandoned.state.Store(opAbandoned)
 	ops := []*writeOp{
-		queuedOp(t, b, ctx, "a", record(1, "r", "", 1)),
-		queuedOp(t, b, ctx, "b", record(5, "r", "", 1)), // stale
-		queuedOp(t, b, ctx, "a", record(2, "r", "", 1)), // follows a's turn 1 in the same batch
-		queuedOp(t, b, ctx, "a", record(2, "r", "", 1)), // replay of a's turn 2
-		queuedOp(t, b, canceled, "c", record(1, "r", "", 1)),
+		queuedOp(t, b, ctx, "a", storetest.Record(1, "r", "", 1)),
+		queuedOp(t, b, ctx, "b", storetest.Record(5, "r", "", 1)), // stale
+		queuedOp(t, b, ctx, "a", storetest.Record(2, "r", "", 1)), // follows a's turn 1 in the same batch
+		queuedOp(t, b, ctx, "a", storetest.Record(2, "r", "", 1)), // replay of a's turn 2
+		queuedOp(t, b, canceled, "c", storetest.Record(1, "r", "", 1)),
 		abandoned,
-		queuedOp(t, b, ctx, "d", record(1, "r", "", 1)),
+		queuedOp(t, b, ctx, "d", storetest.Record(1, "r", "", 1)),
 	}
 	b.processBatch(ops)
-	want := []error{nil, ErrStaleTurn, nil, ErrStaleTurn, context.Canceled}
+	want := []error{nil, cachestore.ErrStaleTurn, nil, cachestore.ErrStaleTurn, context.Canceled}
 	for i, w := range want {
 		if err := answer(t, ops[i]); !errors.Is(err, w) || (w == nil) != (err == nil) {
 			t.Errorf("op %d (session %s turn %d) = %v, want %v", i, ops[i].session, ops[i].turn, err, w)
@@ -193,14 +195,14 @@ func TestBadgerBatchChecksEachCommit(t *testing.T) {
 }
 
 func TestBadgerBatchFailureStaysWithItsSession(t *testing.T) {
-	b := mustOpenBadger(t, TestOptions(t.TempDir()))
+	b := mustOpen(t, TestOptions(t.TempDir()))
 	ctx := context.Background()
 	huge := strings.Repeat("x", 40_000) // its keys exceed Badger's key size limit
 	ops := []*writeOp{
-		queuedOp(t, b, ctx, "a", record(1, "r", "", 1)),
-		queuedOp(t, b, ctx, huge, record(1, "r", "", 1)),
-		queuedOp(t, b, ctx, huge, record(2, "r", "", 1)),
-		queuedOp(t, b, ctx, "b", record(1, "r", "", 1)),
+		queuedOp(t, b, ctx, "a", storetest.Record(1, "r", "", 1)),
+		queuedOp(t, b, ctx, huge, storetest.Record(1, "r", "", 1)),
+		queuedOp(t, b, ctx, huge, storetest.Record(2, "r", "", 1)),
+		queuedOp(t, b, ctx, "b", storetest.Record(1, "r", "", 1)),
 	}
 	b.processBatch(ops)
 	if err := answer(t, ops[0]); err != nil {
@@ -221,21 +223,21 @@ func TestBadgerBatchFailureStaysWithItsSession(t *testing.T) {
 		}
 	}
 	// Through the public API the failure is an error, not a panic.
-	err := b.CommitTurn(ctx, &TurnCommit{Session: huge, Record: record(1, "r", "", 1)})
+	err := b.CommitTurn(ctx, &cachestore.TurnCommit{Session: huge, Record: storetest.Record(1, "r", "", 1)})
 	if err == nil || !strings.Contains(err.Error(), "committing turn 1 of session") {
 		t.Errorf("CommitTurn of a huge session id = %v", err)
 	}
 }
 
 func TestBadgerBatchSpansTransactions(t *testing.T) {
-	b := mustOpenBadger(t, TestOptions(t.TempDir()))
+	b := mustOpen(t, TestOptions(t.TempDir()))
 	ctx := context.Background()
 	// Each op carries 500 run-state entries: a Small transaction holds
 	// about 6500 entries, so 30 ops need a few transactions.
 	var ops []*writeOp
 	for i := range 30 {
 		session := fmt.Sprintf("s%02d", i)
-		op := queuedOp(t, b, ctx, session, record(1, "r", "", 1))
+		op := queuedOp(t, b, ctx, session, storetest.Record(1, "r", "", 1))
 		for j := range 500 {
 			op.main = append(op.main, kv{key: fetchedKey(session, "r", fmt.Sprintf("tool-%d", j)), value: []byte{}})
 		}
@@ -252,25 +254,25 @@ func TestBadgerBatchSpansTransactions(t *testing.T) {
 	}
 	for i := range ops {
 		session := fmt.Sprintf("s%02d", i)
-		if got := len(turns(t, b, session)); got != 1 {
+		if got := len(storetest.Turns(t, b, session)); got != 1 {
 			t.Errorf("session %s has %d turns, want 1", session, got)
 		}
-		if got := len(loadRun(t, b, session, "r").Fetched); got != 500 {
+		if got := len(storetest.LoadRun(t, b, session, "r").Fetched); got != 500 {
 			t.Errorf("session %s has %d fetched marks, want 500", session, got)
 		}
 	}
 }
 
 func TestBadgerTxnTooBigSplitsCacheOnly(t *testing.T) {
-	b := mustOpenBadger(t, TestOptions(t.TempDir()))
+	b := mustOpen(t, TestOptions(t.TempDir()))
 	ctx := context.Background()
 	exp := time.Now().Add(time.Hour)
 	// More entries than a Small transaction may hold.
-	var cache []CacheEntry
+	var cache []cachestore.CacheEntry
 	for i := range 8000 {
-		cache = append(cache, CacheEntry{Key: fmt.Sprintf("k%05d", i), Value: []byte("v"), Expires: exp})
+		cache = append(cache, cachestore.CacheEntry{Key: fmt.Sprintf("k%05d", i), Value: []byte("v"), Expires: exp})
 	}
-	if err := b.CommitTurn(ctx, &TurnCommit{Session: "s", Record: record(1, "r", "", 2), CachePut: cache}); err != nil {
+	if err := b.CommitTurn(ctx, &cachestore.TurnCommit{Session: "s", Record: storetest.Record(1, "r", "", 2), CachePut: cache}); err != nil {
 		t.Fatalf("CommitTurn with 8000 cache entries: %v", err)
 	}
 	if got := b.stats.splits.Load(); got != 1 {
@@ -280,7 +282,7 @@ func TestBadgerTxnTooBigSplitsCacheOnly(t *testing.T) {
 		t.Errorf("next turn = %d, want 2", got)
 	}
 	for _, i := range []int{0, 4000, 7999} {
-		if _, ok := cacheGet(t, b, fmt.Sprintf("k%05d", i), time.Now()); !ok {
+		if _, ok := storetest.CacheGet(t, b, fmt.Sprintf("k%05d", i), time.Now()); !ok {
 			t.Errorf("cache entry %d missing", i)
 		}
 	}
@@ -288,32 +290,32 @@ func TestBadgerTxnTooBigSplitsCacheOnly(t *testing.T) {
 	// Run state too big for one transaction goes around the turn's
 	// transaction: stale entries are deleted before it, new ones written
 	// after it.
-	var dedup []*DedupEntry
+	var dedup []*cachestore.DedupEntry
 	for i := range 8000 {
-		dedup = append(dedup, &DedupEntry{Key: fmt.Sprintf("d%05d", i), Tool: "t"})
+		dedup = append(dedup, &cachestore.DedupEntry{Key: fmt.Sprintf("d%05d", i), Tool: "t"})
 	}
-	err := b.CommitTurn(ctx, &TurnCommit{Session: "s", Record: record(2, "r", "", 1), DedupPut: dedup, DedupDel: []string{"d00007"}})
+	err := b.CommitTurn(ctx, &cachestore.TurnCommit{Session: "s", Record: storetest.Record(2, "r", "", 1), DedupPut: dedup, DedupDel: []string{"d00007"}})
 	if err != nil {
 		t.Fatalf("CommitTurn with 8000 dedup entries: %v", err)
 	}
 	if got := nextTurn(t, b, "s"); got != 3 {
 		t.Errorf("next turn = %d, want 3", got)
 	}
-	rs := loadRun(t, b, "s", "r")
+	rs := storetest.LoadRun(t, b, "s", "r")
 	if len(rs.Dedup) != 7999 || rs.Dedup["d00007"] != nil {
 		t.Errorf("%d dedup entries (want 7999), d00007 present: %v", len(rs.Dedup), rs.Dedup["d00007"] != nil)
 	}
 	if got := b.stats.splits.Load(); got != 2 {
 		t.Errorf("splits = %d, want 2", got)
 	}
-	commit(t, b, "s", record(3, "r", "", 1))
+	storetest.Commit(t, b, "s", storetest.Record(3, "r", "", 1))
 }
 
 func TestBadgerCorruptRecord(t *testing.T) {
 	dir := t.TempDir()
-	b := mustOpenBadger(t, TestOptions(dir))
+	b := mustOpen(t, TestOptions(dir))
 	ctx := context.Background()
-	err := b.db.Update(func(txn *badger.Txn) error {
+	err := b.db.Update(func(txn *badgerdb.Txn) error {
 		if err := txn.Set(metaKey("s"), []byte{0xff, 0xff, 0xff}); err != nil {
 			return err
 		}
@@ -322,27 +324,27 @@ func TestBadgerCorruptRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.LoadSession(ctx, "s"); !errors.Is(err, errCorrupt) {
-		t.Errorf("LoadSession over corrupt meta = %v, want errCorrupt", err)
+	if _, err := b.LoadSession(ctx, "s"); !errors.Is(err, cachestore.ErrCorrupt) {
+		t.Errorf("LoadSession over corrupt meta = %v, want cachestore.ErrCorrupt", err)
 	}
-	if err := b.CommitTurn(ctx, &TurnCommit{Session: "s", Record: record(1, "r", "", 1)}); !errors.Is(err, errCorrupt) {
-		t.Errorf("CommitTurn over corrupt meta = %v, want errCorrupt", err)
+	if err := b.CommitTurn(ctx, &cachestore.TurnCommit{Session: "s", Record: storetest.Record(1, "r", "", 1)}); !errors.Is(err, cachestore.ErrCorrupt) {
+		t.Errorf("CommitTurn over corrupt meta = %v, want cachestore.ErrCorrupt", err)
 	}
-	if _, err := b.LoadSession(ctx, "t"); !errors.Is(err, errCorrupt) {
-		t.Errorf("LoadSession over a corrupt intent = %v, want errCorrupt", err)
+	if _, err := b.LoadSession(ctx, "t"); !errors.Is(err, cachestore.ErrCorrupt) {
+		t.Errorf("LoadSession over a corrupt intent = %v, want cachestore.ErrCorrupt", err)
 	}
-	if _, err := b.RecoverAll(ctx); !errors.Is(err, errCorrupt) {
-		t.Errorf("RecoverAll over a corrupt intent = %v, want errCorrupt", err)
+	if _, err := b.RecoverAll(ctx); !errors.Is(err, cachestore.ErrCorrupt) {
+		t.Errorf("RecoverAll over a corrupt intent = %v, want cachestore.ErrCorrupt", err)
 	}
-	commit(t, b, "u", record(1, "r", "", 1))
+	storetest.Commit(t, b, "u", storetest.Record(1, "r", "", 1))
 
 	// Reopening logs the bad intent and opens; other sessions work.
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b = mustOpenBadger(t, TestOptions(dir))
-	if _, err := b.LoadSession(ctx, "t"); !errors.Is(err, errCorrupt) {
-		t.Errorf("LoadSession over a corrupt intent after reopening = %v, want errCorrupt", err)
+	b = mustOpen(t, TestOptions(dir))
+	if _, err := b.LoadSession(ctx, "t"); !errors.Is(err, cachestore.ErrCorrupt) {
+		t.Errorf("LoadSession over a corrupt intent after reopening = %v, want cachestore.ErrCorrupt", err)
 	}
 	if got := nextTurn(t, b, "u"); got != 2 {
 		t.Errorf("session u next turn = %d, want 2", got)
@@ -352,9 +354,9 @@ func TestBadgerCorruptRecord(t *testing.T) {
 func TestBadgerGCLoopStopsOnClose(t *testing.T) {
 	opts := TestOptions(t.TempDir())
 	opts.GCInterval = time.Millisecond
-	b := mustOpenBadger(t, opts)
+	b := mustOpen(t, opts)
 	for turn := int64(1); turn <= 50; turn++ {
-		commit(t, b, "s", record(turn, "r", "", 10))
+		storetest.Commit(t, b, "s", storetest.Record(turn, "r", "", 10))
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
@@ -363,32 +365,32 @@ func TestBadgerGCLoopStopsOnClose(t *testing.T) {
 }
 
 func TestCodecRoundTrip(t *testing.T) {
-	in := crashIntent("s/1", 7)
-	raw, err := EncodeIntent(in)
+	in := storetest.CrashIntent("s/1", 7)
+	raw, err := cachestore.EncodeIntent(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := DecodeIntent(raw)
+	got, err := cachestore.DecodeIntent(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(in, got, protocmp.Transform()); diff != "" {
 		t.Errorf("intent round trip (-want +got):\n%s", diff)
 	}
-	empty := &Intent{Session: "s", Turn: 1, Names: []string{"", "a"}, IDs: []string{"", ""}, Started: []int{0}}
-	raw, err = EncodeIntent(empty)
+	empty := &cachestore.Intent{Session: "s", Turn: 1, Names: []string{"", "a"}, IDs: []string{"", ""}, Started: []int{0}}
+	raw, err = cachestore.EncodeIntent(empty)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err = DecodeIntent(raw); err != nil {
+	if got, err = cachestore.DecodeIntent(raw); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(empty, got, protocmp.Transform()); diff != "" {
 		t.Errorf("intent with empty strings (-want +got):\n%s", diff)
 	}
 
-	e := &DedupEntry{Key: "k", Tool: "read_files", Content: "c", Paths: []string{"a", ""}, StaleOnMutation: true}
-	gotE, err := DecodeDedup(EncodeDedup(e))
+	e := &cachestore.DedupEntry{Key: "k", Tool: "read_files", Content: "c", Paths: []string{"a", ""}, StaleOnMutation: true}
+	gotE, err := cachestore.DecodeDedup(cachestore.EncodeDedup(e))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +398,7 @@ func TestCodecRoundTrip(t *testing.T) {
 		t.Errorf("dedup round trip (-want +got):\n%s", diff)
 	}
 
-	v := FileVersion{Version: 3, Time: time.Unix(0, 1_700_000_000_123_456_789), Size: 10, Deleted: true, Note: "remove_file"}
+	v := cachestore.FileVersion{Version: 3, Time: time.Unix(0, 1_700_000_000_123_456_789), Size: 10, Deleted: true, Note: "remove_file"}
 	gotV, err := decodeFileVersion(encodeFileVersion(v))
 	if err != nil {
 		t.Fatal(err)
@@ -406,25 +408,25 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 
 	exp := time.Unix(0, 1_700_000_000_000_000_001)
-	val, at, has, err := decodeCache(encodeCache(CacheEntry{Key: "k", Value: []byte("v"), Expires: exp}))
+	val, at, has, err := decodeCache(encodeCache(cachestore.CacheEntry{Key: "k", Value: []byte("v"), Expires: exp}))
 	if err != nil || string(val) != "v" || at != exp.UnixNano() || !has {
 		t.Errorf("cache round trip = %q, %d, %v, %v", val, at, has, err)
 	}
-	if _, _, has, _ := decodeCache(encodeCache(CacheEntry{Key: "k"})); has {
+	if _, _, has, _ := decodeCache(encodeCache(cachestore.CacheEntry{Key: "k"})); has {
 		t.Errorf("cache entry without expiry decoded with one")
 	}
 }
 
 // FuzzDecode checks that no stored bytes make a decoder panic.
 func FuzzDecode(f *testing.F) {
-	raw, _ := EncodeIntent(crashIntent("s", 1))
+	raw, _ := cachestore.EncodeIntent(storetest.CrashIntent("s", 1))
 	f.Add(raw)
-	f.Add(EncodeDedup(&DedupEntry{Key: "k", Paths: []string{"a"}}))
+	f.Add(cachestore.EncodeDedup(&cachestore.DedupEntry{Key: "k", Paths: []string{"a"}}))
 	f.Add(encodeNumber(42))
 	f.Add([]byte{0x0a, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = DecodeIntent(b)
-		_, _ = DecodeDedup(b)
+		_, _ = cachestore.DecodeIntent(b)
+		_, _ = cachestore.DecodeDedup(b)
 		_, _ = decodeNumber(b)
 		_, _, _, _ = decodeCache(b)
 		_, _ = decodeFileVersion(b)

@@ -1,10 +1,12 @@
-package cachestore
+package badger
 
 import (
 	"context"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/tooldispatch/tooldispatch/cachestore/storetest"
 )
 
 // TestOpenAfterCrashDuringMemtableCreation: a process killed between
@@ -12,19 +14,19 @@ import (
 // store still opens, with every committed turn.
 func TestOpenAfterCrashDuringMemtableCreation(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenBadger(TestOptions(dir))
+	s, err := Open(TestOptions(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	commit(t, s, "s", record(1, "r", "", 2))
+	storetest.Commit(t, s, "s", storetest.Record(1, "r", "", 2))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "00009.mem"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err = OpenBadger(TestOptions(dir))
+	s, err = Open(TestOptions(dir))
 	if err != nil {
 		t.Fatalf("open with an empty memtable file: %v", err)
 	}

@@ -1,16 +1,16 @@
-package cachestore
+package badger
 
 import (
 	"errors"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	badgerdb "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/rs/zerolog"
 )
 
 // DefaultGCInterval is how often the value log is garbage-collected when
-// BadgerOptions.GCInterval is zero.
+// Options.GCInterval is zero.
 const DefaultGCInterval = 5 * time.Minute
 
 // gcDiscardRatio is the share of stale data a value-log file needs before
@@ -27,7 +27,7 @@ const gcDiscardRatio = 0.5
 // 5 times faster with the Small one.
 const valueThreshold = 4 << 10
 
-// Sizes of the Small profile (see BadgerOptions.Small): about 5 MB of heap
+// Sizes of the Small profile (see Options.Small): about 5 MB of heap
 // per open DB instead of about 86 MB.
 const (
 	smallMemTableSize    = 4 << 20 // valueThreshold must stay below 15 % of it
@@ -36,9 +36,9 @@ const (
 	inMemoryValueLimit   = 1 << 20 // Badger's cap on the value threshold
 )
 
-// BadgerOptions configures OpenBadger. The zero value is not valid: set Dir
+// Options configures Open. The zero value is not valid: set Dir
 // or InMemory.
-type BadgerOptions struct {
+type Options struct {
 	// Dir is the data directory; required unless InMemory. A directory can be
 	// open in one process at a time.
 	Dir string
@@ -65,23 +65,23 @@ type BadgerOptions struct {
 
 // TestOptions returns the Small options for a DB in dir (in memory when dir
 // is empty), so a test opens one in milliseconds.
-func TestOptions(dir string) BadgerOptions {
-	return BadgerOptions{Dir: dir, InMemory: dir == "", Small: true, Logger: zerolog.Nop()}
+func TestOptions(dir string) Options {
+	return Options{Dir: dir, InMemory: dir == "", Small: true, Logger: zerolog.Nop()}
 }
 
 // Validate reports the first invalid field.
-func (o BadgerOptions) Validate() error {
+func (o Options) Validate() error {
 	switch {
 	case o.InMemory && o.Dir != "":
-		return errors.New("cachestore: BadgerOptions.Dir must be empty when InMemory is set")
+		return errors.New("badger: Options.Dir must be empty when InMemory is set")
 	case !o.InMemory && o.Dir == "":
-		return errors.New("cachestore: BadgerOptions.Dir is required unless InMemory is set")
+		return errors.New("badger: Options.Dir is required unless InMemory is set")
 	}
 	return nil
 }
 
 // gcInterval returns the effective GC interval, 0 when GC is off.
-func (o BadgerOptions) gcInterval() time.Duration {
+func (o Options) gcInterval() time.Duration {
 	switch {
 	case o.InMemory || o.GCInterval < 0:
 		return 0
@@ -92,8 +92,8 @@ func (o BadgerOptions) gcInterval() time.Duration {
 }
 
 // badgerOptions translates o into Badger's options.
-func (o BadgerOptions) badgerOptions() badger.Options {
-	bo := badger.DefaultOptions(o.Dir).
+func (o Options) badgerOptions() badgerdb.Options {
+	bo := badgerdb.DefaultOptions(o.Dir).
 		WithInMemory(o.InMemory).
 		WithSyncWrites(o.SyncWrites).
 		WithLogger(badgerLogger{o.Logger.With().Str("component", "badger").Logger()}).

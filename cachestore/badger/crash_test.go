@@ -1,4 +1,4 @@
-package cachestore
+package badger
 
 import (
 	"bufio"
@@ -15,9 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	badgerdb "github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/storetest"
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
@@ -41,7 +43,7 @@ func TestHelperProcess(t *testing.T) {
 	}
 	opts := TestOptions(dir)
 	opts.SyncWrites = true
-	b, err := OpenBadger(opts)
+	b, err := Open(opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "open: %v\n", err)
 		os.Exit(3)
@@ -59,10 +61,10 @@ func TestHelperProcess(t *testing.T) {
 	}
 	for i := range crashStuck {
 		id := fmt.Sprintf("stuck-%d", i)
-		if err := b.CommitTurn(ctx, &TurnCommit{Session: id, Record: record(1, "r", "", 2)}); err != nil {
+		if err := b.CommitTurn(ctx, &cachestore.TurnCommit{Session: id, Record: storetest.Record(1, "r", "", 2)}); err != nil {
 			fail(err)
 		}
-		if err := b.WriteIntent(ctx, crashIntent(id, 2)); err != nil {
+		if err := b.WriteIntent(ctx, storetest.CrashIntent(id, 2)); err != nil {
 			fail(err)
 		}
 		say("STUCK %s", id)
@@ -71,14 +73,14 @@ func TestHelperProcess(t *testing.T) {
 		go func() {
 			id := fmt.Sprintf("writer-%d", i)
 			for turn := int64(1); ; turn++ {
-				in := &Intent{Session: id, Turn: turn, Run: "r", Started: []int{0, 1, 2},
+				in := &cachestore.Intent{Session: id, Turn: turn, Run: "r", Started: []int{0, 1, 2},
 					Names: []string{"read_files", "read_files", "read_files"},
 					IDs:   []string{fmt.Sprintf("call_%d_0", turn), fmt.Sprintf("call_%d_1", turn), fmt.Sprintf("call_%d_2", turn)}}
 				if err := b.WriteIntent(ctx, in); err != nil {
 					fail(err)
 				}
 				say("INTENT %s %d", id, turn)
-				if err := b.CommitTurn(ctx, &TurnCommit{Session: id, Record: record(turn, "r", "", 3),
+				if err := b.CommitTurn(ctx, &cachestore.TurnCommit{Session: id, Record: storetest.Record(turn, "r", "", 3),
 					FetchedAdd: []string{fmt.Sprintf("tool-%d", turn)}}); err != nil {
 					fail(err)
 				}
@@ -115,7 +117,7 @@ func TestBadgerCrashRecovery(t *testing.T) {
 	intended := map[string]int64{}  // highest turn reported with an intent
 	stuck, total := 0, 0
 	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
+	read := func() {
 		f := strings.Fields(sc.Text())
 		switch {
 		case len(f) == 2 && f[0] == "STUCK":
@@ -132,12 +134,20 @@ func TestBadgerCrashRecovery(t *testing.T) {
 				intended[f[1]] = n
 			}
 		}
+	}
+	for sc.Scan() {
+		read()
 		if stuck == crashStuck && total >= crashMinCommitted {
 			break
 		}
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatalf("kill: %v", err)
+	}
+	// The writer went on until the kill reached it: what it reported in
+	// the meantime is still in the pipe, and counts.
+	for sc.Scan() {
+		read()
 	}
 	err = cmd.Wait()
 	var exit *exec.ExitError
@@ -148,22 +158,22 @@ func TestBadgerCrashRecovery(t *testing.T) {
 		t.Fatalf("writer reported %d stuck sessions and %d commits before ending; stderr:\n%s", stuck, total, stderr.String())
 	}
 
-	b := mustOpenBadger(t, TestOptions(dir))
+	b := mustOpen(t, TestOptions(dir))
 	bg := context.Background()
 	for i := range crashStuck {
 		id := fmt.Sprintf("stuck-%d", i)
-		ts := turns(t, b, id)
+		ts := storetest.Turns(t, b, id)
 		if len(ts) != 2 {
 			t.Fatalf("%s has %d turns, want 2", id, len(ts))
 		}
-		if diff := diffTurns([]*messages.TurnRecord{resolvedCrashIntent(2)}, ts[1:], ignoreTime); diff != "" {
+		if diff := storetest.DiffTurns([]*messages.TurnRecord{storetest.ResolvedCrashIntent(2)}, ts[1:], storetest.IgnoreTime); diff != "" {
 			t.Errorf("%s: recovered turn (-want +got):\n%s", id, diff)
 		}
 	}
 	resolved := 0
 	for i := range crashWriters {
 		id := fmt.Sprintf("writer-%d", i)
-		ts := turns(t, b, id)
+		ts := storetest.Turns(t, b, id)
 		if int64(len(ts)) < committed[id] {
 			t.Errorf("%s: %d turns after the crash, %d were reported committed", id, len(ts), committed[id])
 		}
@@ -177,15 +187,15 @@ func TestBadgerCrashRecovery(t *testing.T) {
 			}
 			last := j == len(ts)-1
 			switch {
-			case proto.Equal(rec, record(turn, "r", "", 3)):
-			case last && turn > committed[id] && allStatus(rec, StatusOutcomeUnknown):
+			case proto.Equal(rec, storetest.Record(turn, "r", "", 3)):
+			case last && turn > committed[id] && allStatus(rec, cachestore.StatusOutcomeUnknown):
 				// The intent of the turn in flight, resolved on open.
 				resolved++
 			default:
 				t.Errorf("%s: turn %d = %v", id, turn, rec)
 			}
 		}
-		if rs := loadRun(t, b, id, "r"); int64(len(rs.Fetched)) < committed[id] {
+		if rs := storetest.LoadRun(t, b, id, "r"); int64(len(rs.Fetched)) < committed[id] {
 			t.Errorf("%s: %d fetched marks, want at least %d", id, len(rs.Fetched), committed[id])
 		}
 	}
@@ -207,11 +217,11 @@ func allStatus(rec *messages.TurnRecord, status string) bool {
 	return len(rec.GetToolMessages()) > 0
 }
 
-func countPrefix(t *testing.T, b *Badger, prefix string) int {
+func countPrefix(t *testing.T, b *Store, prefix string) int {
 	t.Helper()
 	n := 0
-	err := b.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix)})
+	err := b.db.View(func(txn *badgerdb.Txn) error {
+		it := txn.NewIterator(badgerdb.IteratorOptions{Prefix: []byte(prefix)})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			n++

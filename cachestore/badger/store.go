@@ -1,4 +1,4 @@
-package cachestore
+package badger
 
 import (
 	"bytes"
@@ -12,20 +12,21 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	badgerdb "github.com/dgraph-io/badger/v4"
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
-// Badger is the embedded Store, on github.com/dgraph-io/badger/v4. All
-// methods are safe for concurrent use. Writes go through one committer
+// Store is the embedded cachestore.Store, on github.com/dgraph-io/badger/v4.
+// All methods are safe for concurrent use. Writes go through one committer
 // goroutine that merges what concurrent sessions commit into one
 // transaction; reads run on the caller's goroutine.
-type Badger struct {
-	// immutable after OpenBadger
-	db  *badger.DB
+type Store struct {
+	// immutable after Open
+	db  *badgerdb.DB
 	log zerolog.Logger
 	now func() time.Time
 	ops chan *writeOp
@@ -56,14 +57,17 @@ type Badger struct {
 	}
 }
 
-var _ Store = (*Badger)(nil)
+var (
+	_ cachestore.Store     = (*Store)(nil)
+	_ cachestore.KVCreator = (*Store)(nil)
+)
 
-// OpenBadger opens (or creates) the store described by opts, resolves every
+// Open opens (or creates) the store described by opts, resolves every
 // intent record a crash left behind (RecoverAll) and starts the committer
 // and the value-log GC goroutines. Close stops them. An intent that cannot
 // be resolved (a corrupt record) is logged and does not fail the open:
 // LoadSession of its session returns the error.
-func OpenBadger(opts BadgerOptions) (*Badger, error) {
+func Open(opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -76,11 +80,11 @@ func OpenBadger(opts BadgerOptions) (*Badger, error) {
 			return nil, fmt.Errorf("opening badger store in %s: %w", where, err)
 		}
 	}
-	db, err := badger.Open(opts.badgerOptions())
+	db, err := badgerdb.Open(opts.badgerOptions())
 	if err != nil {
 		return nil, fmt.Errorf("opening badger store in %s: %w", where, err)
 	}
-	b := &Badger{
+	b := &Store{
 		db:   db,
 		log:  opts.Logger.With().Str("component", "cachestore").Logger(),
 		now:  time.Now,
@@ -109,21 +113,21 @@ func OpenBadger(opts BadgerOptions) (*Badger, error) {
 
 // enter starts a call: ErrClosed once Close has begun. Every successful
 // enter is paired with leave.
-func (b *Badger) enter() error {
+func (b *Store) enter() error {
 	b.life.RLock()
 	if b.closed {
 		b.life.RUnlock()
-		return ErrClosed
+		return cachestore.ErrClosed
 	}
 	return nil
 }
 
-func (b *Badger) leave() { b.life.RUnlock() }
+func (b *Store) leave() { b.life.RUnlock() }
 
 // Close waits for calls in progress, stops the committer and GC goroutines
 // and closes the DB. It is idempotent; every other method returns ErrClosed
 // afterwards.
-func (b *Badger) Close() error {
+func (b *Store) Close() error {
 	b.life.Lock()
 	defer b.life.Unlock()
 	if b.closed {
@@ -139,7 +143,7 @@ func (b *Badger) Close() error {
 }
 
 // gcLoop runs value-log GC every interval until Close.
-func (b *Badger) gcLoop(every time.Duration) {
+func (b *Store) gcLoop(every time.Duration) {
 	defer b.wg.Done()
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -156,7 +160,7 @@ func (b *Badger) gcLoop(every time.Duration) {
 			default:
 			}
 			err := b.db.RunValueLogGC(gcDiscardRatio)
-			if errors.Is(err, badger.ErrNoRewrite) {
+			if errors.Is(err, badgerdb.ErrNoRewrite) {
 				b.log.Debug().Int("rewrites", rewrites).Msg("value-log GC done")
 				break
 			}
@@ -170,19 +174,19 @@ func (b *Badger) gcLoop(every time.Duration) {
 
 // LoadSession returns the session's state, first resolving an intent record
 // left by a crash into a committed turn.
-func (b *Badger) LoadSession(ctx context.Context, session string) (SessionState, error) {
+func (b *Store) LoadSession(ctx context.Context, session string) (cachestore.SessionState, error) {
 	if err := b.enter(); err != nil {
-		return SessionState{}, fmt.Errorf("loading session %q: %w", session, err)
+		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, err)
 	}
 	defer b.leave()
 	if err := ctx.Err(); err != nil {
-		return SessionState{}, fmt.Errorf("loading session %q: %w", session, err)
+		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, err)
 	}
 	next, _, err := b.resolveSession(ctx, session)
 	if err != nil {
-		return SessionState{}, err
+		return cachestore.SessionState{}, err
 	}
-	return SessionState{NextTurn: next}, nil
+	return cachestore.SessionState{NextTurn: next}, nil
 }
 
 // iterCheckEvery is how many items a long iteration reads between checks
@@ -191,14 +195,14 @@ const iterCheckEvery = 256
 
 // Turns returns the committed turns of a session in order (empty for an
 // unknown session).
-func (b *Badger) Turns(ctx context.Context, session string) ([]*messages.TurnRecord, error) {
+func (b *Store) Turns(ctx context.Context, session string) ([]*messages.TurnRecord, error) {
 	if err := b.enter(); err != nil {
 		return nil, fmt.Errorf("reading turns of session %q: %w", session, err)
 	}
 	defer b.leave()
 	out := []*messages.TurnRecord{}
-	err := b.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: turnPrefix(session), PrefetchValues: true, PrefetchSize: 16})
+	err := b.db.View(func(txn *badgerdb.Txn) error {
+		it := txn.NewIterator(badgerdb.IteratorOptions{Prefix: turnPrefix(session), PrefetchValues: true, PrefetchSize: 16})
 		defer it.Close()
 		n := 0
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -221,7 +225,7 @@ func (b *Badger) Turns(ctx context.Context, session string) ([]*messages.TurnRec
 	return out, nil
 }
 
-func readTurn(txn *badger.Txn, item *badger.Item) (*messages.TurnRecord, error) {
+func readTurn(txn *badgerdb.Txn, item *badgerdb.Item) (*messages.TurnRecord, error) {
 	rec := &messages.TurnRecord{}
 	var err error
 	if item.UserMeta()&metaChunked != 0 {
@@ -242,7 +246,7 @@ func readTurn(txn *badger.Txn, item *badger.Item) (*messages.TurnRecord, error) 
 }
 
 // TurnByID returns the committed turn with this turn id, or ErrNotFound.
-func (b *Badger) TurnByID(ctx context.Context, session, turnID string) (*messages.TurnRecord, error) {
+func (b *Store) TurnByID(ctx context.Context, session, turnID string) (*messages.TurnRecord, error) {
 	if err := b.enter(); err != nil {
 		return nil, fmt.Errorf("reading turn %q of session %q: %w", turnID, session, err)
 	}
@@ -251,13 +255,13 @@ func (b *Badger) TurnByID(ctx context.Context, session, turnID string) (*message
 		return nil, fmt.Errorf("reading turn %q of session %q: %w", turnID, session, err)
 	}
 	var rec *messages.TurnRecord
-	err := b.db.View(func(txn *badger.Txn) error {
+	err := b.db.View(func(txn *badgerdb.Txn) error {
 		if turnID == "" {
-			return ErrNotFound
+			return cachestore.ErrNotFound
 		}
 		item, err := txn.Get(turnIDKey(session, turnID))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return ErrNotFound
+		if errors.Is(err, badgerdb.ErrKeyNotFound) {
+			return cachestore.ErrNotFound
 		}
 		if err != nil {
 			return err
@@ -270,8 +274,8 @@ func (b *Badger) TurnByID(ctx context.Context, session, turnID string) (*message
 			return err
 		}
 		item, err = txn.Get(turnKey(session, turn))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return fmt.Errorf("turn %d named by the index: %w", turn, ErrNotFound)
+		if errors.Is(err, badgerdb.ErrKeyNotFound) {
+			return fmt.Errorf("turn %d named by the index: %w", turn, cachestore.ErrNotFound)
 		}
 		if err != nil {
 			return err
@@ -286,15 +290,15 @@ func (b *Badger) TurnByID(ctx context.Context, session, turnID string) (*message
 }
 
 // Sessions lists the ids of sessions that have committed turns, sorted.
-func (b *Badger) Sessions(ctx context.Context) ([]string, error) {
+func (b *Store) Sessions(ctx context.Context) ([]string, error) {
 	if err := b.enter(); err != nil {
 		return nil, fmt.Errorf("listing sessions: %w", err)
 	}
 	defer b.leave()
 	out := []string{}
-	err := b.db.View(func(txn *badger.Txn) error {
+	err := b.db.View(func(txn *badgerdb.Txn) error {
 		prefix := []byte(prefixSession)
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		it := txn.NewIterator(badgerdb.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		it.Rewind()
 		for n := 1; it.Valid(); n++ {
@@ -316,7 +320,7 @@ func (b *Badger) Sessions(ctx context.Context) ([]string, error) {
 					return err
 				}
 				out = append(out, s)
-			} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			} else if !errors.Is(err, badgerdb.ErrKeyNotFound) {
 				return err
 			}
 			// Skip the rest of this session's keys: '0' follows '/'.
@@ -331,15 +335,15 @@ func (b *Badger) Sessions(ctx context.Context) ([]string, error) {
 }
 
 // LoadRun returns a run's state: empty, never nil, maps for a new run.
-func (b *Badger) LoadRun(ctx context.Context, session, run string) (*RunState, error) {
+func (b *Store) LoadRun(ctx context.Context, session, run string) (*cachestore.RunState, error) {
 	if err := b.enter(); err != nil {
 		return nil, fmt.Errorf("loading run %q of session %q: %w", run, session, err)
 	}
 	defer b.leave()
-	rs := &RunState{Dedup: map[string]*DedupEntry{}, Fetched: map[string]bool{}}
-	err := b.db.View(func(txn *badger.Txn) error {
+	rs := &cachestore.RunState{Dedup: map[string]*cachestore.DedupEntry{}, Fetched: map[string]bool{}}
+	err := b.db.View(func(txn *badgerdb.Txn) error {
 		prefix := runPrefix(session, run)
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 16})
+		it := txn.NewIterator(badgerdb.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 16})
 		defer it.Close()
 		n := 0
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -358,10 +362,10 @@ func (b *Badger) LoadRun(ctx context.Context, session, run string) (*RunState, e
 				}
 				rs.Fetched[tool] = true
 			case bytes.HasPrefix(rest, []byte("d/")):
-				var e *DedupEntry
+				var e *cachestore.DedupEntry
 				if err := item.Value(func(v []byte) error {
 					var err error
-					e, err = DecodeDedup(v)
+					e, err = cachestore.DecodeDedup(v)
 					return err
 				}); err != nil {
 					return fmt.Errorf("key %q: %w", item.Key(), err)
@@ -383,7 +387,7 @@ func (b *Badger) LoadRun(ctx context.Context, session, run string) (*RunState, e
 }
 
 // EndRun deletes a run's state.
-func (b *Badger) EndRun(ctx context.Context, session, run string) error {
+func (b *Store) EndRun(ctx context.Context, session, run string) error {
 	if err := b.enter(); err != nil {
 		return fmt.Errorf("ending run %q of session %q: %w", run, session, err)
 	}
@@ -396,10 +400,10 @@ func (b *Badger) EndRun(ctx context.Context, session, run string) error {
 
 // deletePrefix deletes every key under prefix, in as many transactions as
 // it takes.
-func (b *Badger) deletePrefix(ctx context.Context, prefix []byte) error {
+func (b *Store) deletePrefix(ctx context.Context, prefix []byte) error {
 	var keys [][]byte
-	err := b.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	err := b.db.View(func(txn *badgerdb.Txn) error {
+		it := txn.NewIterator(badgerdb.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			keys = append(keys, it.Item().KeyCopy(nil))

@@ -1,11 +1,12 @@
-package cachestore
+package badger
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"path/filepath"
 	"strconv"
+
+	"github.com/tooldispatch/tooldispatch/cachestore"
 )
 
 // Key prefixes. Every key starts with the layout version; a change of layout
@@ -153,18 +154,8 @@ func cacheKey(key string) []byte {
 // workspaceID names a workspace in keys: the first 16 bytes of the SHA-256
 // of its cleaned absolute path, in hex.
 func workspaceID(workspace string) string {
-	sum := sha256.Sum256([]byte(NormalizeWorkspace(workspace)))
+	sum := sha256.Sum256([]byte(cachestore.NormalizeWorkspace(workspace)))
 	return hex.EncodeToString(sum[:16])
-}
-
-// NormalizeWorkspace cleans a workspace path and makes it absolute (relative
-// to the current directory when it is not already): the form every store
-// keys file versions by, so two spellings of one directory share them.
-func NormalizeWorkspace(workspace string) string {
-	if abs, err := filepath.Abs(workspace); err == nil {
-		return abs
-	}
-	return filepath.Clean(workspace)
 }
 
 // fileVersionPrefix is v1/fv/{workspace}/{path}/.

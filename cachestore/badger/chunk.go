@@ -1,11 +1,14 @@
-package cachestore
+package badger
 
 import (
 	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/dgraph-io/badger/v4"
+	badgerdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/internal/wire"
 )
 
 // Values bigger than one Badger value.
@@ -31,10 +34,6 @@ const valuePartSize = 4 << 20
 // metaChunked is the Badger user meta of a header of a chunked value.
 const metaChunked byte = 1
 
-// ErrTooLarge: a write does not fit in the store (a value or a transaction
-// beyond Badger's limits). Its message gives sizes, never the bytes.
-var ErrTooLarge = errors.New("cachestore: too large for the store")
-
 // partKey is v1/p/{key}/{n}.
 func partKey(key []byte, n int) []byte {
 	return appendNum(join([]byte(prefixPart), esc(string(key)), []byte("/")), int64(n))
@@ -52,31 +51,31 @@ func chunks(v []byte) [][]byte {
 
 // Header of a chunked value: 1 parts, 2 length.
 func encodeChunkHeader(parts, length int) []byte {
-	b := appendVarintField(nil, 1, uint64(parts))
-	return appendVarintField(b, 2, uint64(length))
+	b := wire.AppendVarint(nil, 1, uint64(parts))
+	return wire.AppendVarint(b, 2, uint64(length))
 }
 
 func decodeChunkHeader(b []byte) (parts, length int, err error) {
-	err = decodeFields(b, func(f field) error {
-		switch f.num {
+	err = wire.Decode(b, func(f wire.Field) error {
+		switch f.Num {
 		case 1:
-			parts = clampIndex(f.x)
+			parts = wire.Int(f.Varint)
 		case 2:
-			length = clampIndex(f.x)
+			length = wire.Int(f.Varint)
 		}
 		return nil
 	})
 	if err == nil && (parts < 1 || length < 0) {
-		err = fmt.Errorf("%w: chunk header: %d parts, %d bytes", errCorrupt, parts, length)
+		err = fmt.Errorf("%w: chunk header: %d parts, %d bytes", cachestore.ErrCorrupt, parts, length)
 	}
 	return parts, length, err
 }
 
 // storedParts returns how many parts the value now under key has (0 when
 // it is absent or stored whole), as txn sees it.
-func storedParts(txn *badger.Txn, key []byte) (int, error) {
+func storedParts(txn *badgerdb.Txn, key []byte) (int, error) {
 	item, err := txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
+	if errors.Is(err, badgerdb.ErrKeyNotFound) {
 		return 0, nil
 	}
 	if err != nil {
@@ -97,14 +96,14 @@ func storedParts(txn *badger.Txn, key []byte) (int, error) {
 // setChunked writes value under key, in parts when it is larger than
 // valuePartSize, and deletes the parts of the previous value that the new
 // one does not overwrite.
-func setChunked(txn *badger.Txn, key, value []byte, expiresAt uint64) error {
+func setChunked(txn *badgerdb.Txn, key, value []byte, expiresAt uint64) error {
 	old, err := storedParts(txn, key)
 	if err != nil {
 		return err
 	}
 	parts := 0
 	if len(value) <= valuePartSize {
-		e := badger.NewEntry(key, value)
+		e := badgerdb.NewEntry(key, value)
 		e.ExpiresAt = expiresAt
 		if err := txn.SetEntry(e); err != nil {
 			return err
@@ -117,7 +116,7 @@ func setChunked(txn *badger.Txn, key, value []byte, expiresAt uint64) error {
 				return err
 			}
 		}
-		e := badger.NewEntry(key, encodeChunkHeader(parts, len(value))).WithMeta(metaChunked)
+		e := badgerdb.NewEntry(key, encodeChunkHeader(parts, len(value))).WithMeta(metaChunked)
 		e.ExpiresAt = expiresAt
 		if err := txn.SetEntry(e); err != nil {
 			return err
@@ -132,7 +131,7 @@ func setChunked(txn *badger.Txn, key, value []byte, expiresAt uint64) error {
 }
 
 // deleteChunked deletes key and the parts of its value.
-func deleteChunked(txn *badger.Txn, key []byte) error {
+func deleteChunked(txn *badgerdb.Txn, key []byte) error {
 	old, err := storedParts(txn, key)
 	if err != nil {
 		return err
@@ -147,7 +146,7 @@ func deleteChunked(txn *badger.Txn, key []byte) error {
 
 // readValue returns a copy of item's value, joining its parts when it is
 // chunked.
-func readValue(txn *badger.Txn, item *badger.Item) ([]byte, error) {
+func readValue(txn *badgerdb.Txn, item *badgerdb.Item) ([]byte, error) {
 	if item.UserMeta()&metaChunked == 0 {
 		return item.ValueCopy(nil)
 	}
@@ -164,8 +163,8 @@ func readValue(txn *badger.Txn, item *badger.Item) ([]byte, error) {
 	out := make([]byte, 0, length)
 	for i := range parts {
 		p, err := txn.Get(partKey(key, i))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil, fmt.Errorf("%w: part %d of %d missing", errCorrupt, i, parts)
+		if errors.Is(err, badgerdb.ErrKeyNotFound) {
+			return nil, fmt.Errorf("%w: part %d of %d missing", cachestore.ErrCorrupt, i, parts)
 		}
 		if err != nil {
 			return nil, err
@@ -175,7 +174,7 @@ func readValue(txn *badger.Txn, item *badger.Item) ([]byte, error) {
 		}
 	}
 	if len(out) != length {
-		return nil, fmt.Errorf("%w: %d bytes in parts, header says %d", errCorrupt, len(out), length)
+		return nil, fmt.Errorf("%w: %d bytes in parts, header says %d", cachestore.ErrCorrupt, len(out), length)
 	}
 	return out, nil
 }
@@ -184,11 +183,11 @@ func readValue(txn *badger.Txn, item *badger.Item) ([]byte, error) {
 // message for a value or key beyond its limit ends in a hex dump of the
 // first KiB of it (argument bytes, for a turn): only the sizes are kept.
 func tooLarge(err error) error {
-	if err == nil || errors.Is(err, ErrTooLarge) {
+	if err == nil || errors.Is(err, cachestore.ErrTooLarge) {
 		return err
 	}
-	if errors.Is(err, badger.ErrTxnTooBig) {
-		return fmt.Errorf("%w: more writes than one transaction holds", ErrTooLarge)
+	if errors.Is(err, badgerdb.ErrTxnTooBig) {
+		return fmt.Errorf("%w: more writes than one transaction holds", cachestore.ErrTooLarge)
 	}
 	msg := err.Error()
 	if i := strings.Index(msg, " exceeded "); i >= 0 && strings.Contains(msg, " with size ") {
@@ -197,7 +196,7 @@ func tooLarge(err error) error {
 		if len(first) > 120 {
 			first = first[:120]
 		}
-		return fmt.Errorf("%w: %s", ErrTooLarge, first)
+		return fmt.Errorf("%w: %s", cachestore.ErrTooLarge, first)
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package cachestore
+package badger
 
 import (
 	"bytes"
@@ -8,7 +8,9 @@ import (
 	"hash/fnv"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	badgerdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/tooldispatch/tooldispatch/cachestore"
 )
 
 // SaveFileVersion keeps a version of a workspace file and returns its
@@ -16,7 +18,7 @@ import (
 // absolute directory (a relative one is made absolute against the current
 // directory); path is kept as given, so callers pass it cleaned and
 // workspace-relative.
-func (b *Badger) SaveFileVersion(ctx context.Context, workspace, path string, content []byte, deleted bool, note string) (int64, error) {
+func (b *Store) SaveFileVersion(ctx context.Context, workspace, path string, content []byte, deleted bool, note string) (int64, error) {
 	if err := b.enter(); err != nil {
 		return 0, fmt.Errorf("saving a version of %q: %w", path, err)
 	}
@@ -26,8 +28,8 @@ func (b *Badger) SaveFileVersion(ctx context.Context, workspace, path string, co
 	mu.Lock()
 	defer mu.Unlock()
 	var last int64
-	err := b.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
+	err := b.db.View(func(txn *badgerdb.Txn) error {
+		it := txn.NewIterator(badgerdb.IteratorOptions{Prefix: prefix, Reverse: true})
 		defer it.Close()
 		it.Seek(append(bytes.Clone(prefix), 0xff))
 		if !it.Valid() {
@@ -40,7 +42,7 @@ func (b *Badger) SaveFileVersion(ctx context.Context, workspace, path string, co
 	if err != nil {
 		return 0, fmt.Errorf("saving a version of %q: %w", path, err)
 	}
-	v := FileVersion{
+	v := cachestore.FileVersion{
 		Version: last + 1,
 		Time:    time.Unix(0, b.now().UnixNano()),
 		Size:    int64(len(content)),
@@ -71,14 +73,14 @@ func stripe(key []byte) int {
 
 // FileVersions lists a file's versions, oldest first (empty when it has
 // none).
-func (b *Badger) FileVersions(ctx context.Context, workspace, path string) ([]FileVersion, error) {
+func (b *Store) FileVersions(ctx context.Context, workspace, path string) ([]cachestore.FileVersion, error) {
 	if err := b.enter(); err != nil {
 		return nil, fmt.Errorf("listing versions of %q: %w", path, err)
 	}
 	defer b.leave()
-	out := []FileVersion{}
-	err := b.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: fileVersionPrefix(workspace, path), PrefetchValues: true, PrefetchSize: 16})
+	out := []cachestore.FileVersion{}
+	err := b.db.View(func(txn *badgerdb.Txn) error {
+		it := txn.NewIterator(badgerdb.IteratorOptions{Prefix: fileVersionPrefix(workspace, path), PrefetchValues: true, PrefetchSize: 16})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			if err := ctx.Err(); err != nil {
@@ -98,34 +100,34 @@ func (b *Badger) FileVersions(ctx context.Context, workspace, path string) ([]Fi
 	return out, nil
 }
 
-func readFileVersion(item *badger.Item) (FileVersion, error) {
-	var v FileVersion
+func readFileVersion(item *badgerdb.Item) (cachestore.FileVersion, error) {
+	var v cachestore.FileVersion
 	err := item.Value(func(raw []byte) error {
 		var err error
 		v, err = decodeFileVersion(raw)
 		return err
 	})
 	if err != nil {
-		return FileVersion{}, fmt.Errorf("key %q: %w", item.Key(), err)
+		return cachestore.FileVersion{}, fmt.Errorf("key %q: %w", item.Key(), err)
 	}
 	return v, nil
 }
 
 // FileVersionContent returns one version's bytes and description, or
 // ErrNotFound.
-func (b *Badger) FileVersionContent(ctx context.Context, workspace, path string, version int64) ([]byte, FileVersion, error) {
+func (b *Store) FileVersionContent(ctx context.Context, workspace, path string, version int64) ([]byte, cachestore.FileVersion, error) {
 	if err := b.enter(); err != nil {
-		return nil, FileVersion{}, fmt.Errorf("reading version %d of %q: %w", version, path, err)
+		return nil, cachestore.FileVersion{}, fmt.Errorf("reading version %d of %q: %w", version, path, err)
 	}
 	defer b.leave()
 	if err := ctx.Err(); err != nil {
-		return nil, FileVersion{}, fmt.Errorf("reading version %d of %q: %w", version, path, err)
+		return nil, cachestore.FileVersion{}, fmt.Errorf("reading version %d of %q: %w", version, path, err)
 	}
 	var (
 		content []byte
-		v       FileVersion
+		v       cachestore.FileVersion
 	)
-	err := b.db.View(func(txn *badger.Txn) error {
+	err := b.db.View(func(txn *badgerdb.Txn) error {
 		item, err := txn.Get(fileVersionKey(workspace, path, version))
 		if err != nil {
 			return err
@@ -139,11 +141,11 @@ func (b *Badger) FileVersionContent(ctx context.Context, workspace, path string,
 		content, err = item.ValueCopy(nil)
 		return err
 	})
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		err = ErrNotFound
+	if errors.Is(err, badgerdb.ErrKeyNotFound) {
+		err = cachestore.ErrNotFound
 	}
 	if err != nil {
-		return nil, FileVersion{}, fmt.Errorf("reading version %d of %q: %w", version, path, err)
+		return nil, cachestore.FileVersion{}, fmt.Errorf("reading version %d of %q: %w", version, path, err)
 	}
 	if content == nil {
 		content = []byte{}

@@ -1,4 +1,4 @@
-package cachestore
+package badger
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/storetest"
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
@@ -17,7 +19,7 @@ const benchMessagesPerTurn = 100
 // 100 tool messages of about 200 bytes each. Records built from it share
 // its sub-messages, which the stores only read.
 var benchTurn = func() *messages.TurnRecord {
-	rec := record(1, "r", "", benchMessagesPerTurn)
+	rec := storetest.Record(1, "r", "", benchMessagesPerTurn)
 	for _, m := range rec.ToolMessages {
 		m.Content += " " + strings.Repeat("x", 160)
 	}
@@ -30,14 +32,14 @@ func BenchmarkCommitTurn(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
 		sessions int
-		open     func(b *testing.B) Store
+		open     func(b *testing.B) cachestore.Store
 	}{
 		{"badger/nosync/sessions=64", 64, benchBadger(false, false)},
 		{"badger/sync/sessions=64", 64, benchBadger(true, false)},
 		{"badger/nosync/sessions=1", 1, benchBadger(false, false)},
 		{"badger/sync/sessions=1", 1, benchBadger(true, false)},
 		{"badger_small/sync/sessions=64", 64, benchBadger(true, true)},
-		{"memory/sessions=64", 64, func(*testing.B) Store { return NewMemory() }},
+		{"memory/sessions=64", 64, func(*testing.B) cachestore.Store { return cachestore.NewMemory() }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			s := bc.open(b)
@@ -54,7 +56,7 @@ func BenchmarkCommitTurn(b *testing.B) {
 					for turn := int64(1); left.Add(-1) >= 0; turn++ {
 						rec := &messages.TurnRecord{Turn: turn, Run: benchTurn.Run, Provider: benchTurn.Provider,
 							Assistant: benchTurn.Assistant, ToolMessages: benchTurn.ToolMessages}
-						if err := s.CommitTurn(ctx, &TurnCommit{Session: id, Record: rec}); err != nil {
+						if err := s.CommitTurn(ctx, &cachestore.TurnCommit{Session: id, Record: rec}); err != nil {
 							failed.Store(err)
 							return
 						}
@@ -67,7 +69,7 @@ func BenchmarkCommitTurn(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(b.N*benchMessagesPerTurn)/b.Elapsed().Seconds(), "msgs/s")
-			if bs, ok := s.(*Badger); ok {
+			if bs, ok := s.(*Store); ok {
 				if n := bs.stats.batches.Load(); n > 0 {
 					b.ReportMetric(float64(bs.stats.ops.Load())/float64(n), "turns/batch")
 				}
@@ -76,9 +78,9 @@ func BenchmarkCommitTurn(b *testing.B) {
 	}
 }
 
-func benchBadger(syncWrites, small bool) func(b *testing.B) Store {
-	return func(b *testing.B) Store {
-		opts := BadgerOptions{Dir: b.TempDir(), SyncWrites: syncWrites, Small: small}
-		return mustOpenBadger(b, opts)
+func benchBadger(syncWrites, small bool) func(b *testing.B) cachestore.Store {
+	return func(b *testing.B) cachestore.Store {
+		opts := Options{Dir: b.TempDir(), SyncWrites: syncWrites, Small: small}
+		return mustOpen(b, opts)
 	}
 }

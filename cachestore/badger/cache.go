@@ -1,4 +1,4 @@
-package cachestore
+package badger
 
 import (
 	"context"
@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	badgerdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/tooldispatch/tooldispatch/cachestore"
 )
 
 // cacheCleanupGrace is how long after its absolute expiry Badger's own TTL
@@ -16,7 +18,7 @@ import (
 const cacheCleanupGrace = time.Minute
 
 // cacheKV prepares the write of one cache entry.
-func cacheKV(e CacheEntry) kv {
+func cacheKV(e cachestore.CacheEntry) kv {
 	w := kv{key: cacheKey(e.Key), value: encodeCache(e)}
 	if !e.Expires.IsZero() {
 		at := e.Expires.Add(cacheCleanupGrace).Unix() + 1
@@ -27,7 +29,7 @@ func cacheKV(e CacheEntry) kv {
 
 // CacheGet returns the cached value if it exists and now is before its
 // absolute expiry. A hit does not extend the expiry.
-func (b *Badger) CacheGet(ctx context.Context, key string, now time.Time) ([]byte, bool, error) {
+func (b *Store) CacheGet(ctx context.Context, key string, now time.Time) ([]byte, bool, error) {
 	if err := b.enter(); err != nil {
 		return nil, false, fmt.Errorf("reading cache entry %q: %w", key, err)
 	}
@@ -40,7 +42,7 @@ func (b *Badger) CacheGet(ctx context.Context, key string, now time.Time) ([]byt
 		expires int64
 		has     bool
 	)
-	err := b.db.View(func(txn *badger.Txn) error {
+	err := b.db.View(func(txn *badgerdb.Txn) error {
 		item, err := txn.Get(cacheKey(key))
 		if err != nil {
 			return err
@@ -52,7 +54,7 @@ func (b *Badger) CacheGet(ctx context.Context, key string, now time.Time) ([]byt
 		value, expires, has, err = decodeCache(raw)
 		return err
 	})
-	if errors.Is(err, badger.ErrKeyNotFound) {
+	if errors.Is(err, badgerdb.ErrKeyNotFound) {
 		return nil, false, nil
 	}
 	if err != nil {
@@ -69,7 +71,7 @@ func (b *Badger) CacheGet(ctx context.Context, key string, now time.Time) ([]byt
 
 // CachePut stores (or replaces) a value with an absolute expiry; a zero
 // Expires never expires. It returns once the write is durable.
-func (b *Badger) CachePut(ctx context.Context, e CacheEntry) error {
+func (b *Store) CachePut(ctx context.Context, e cachestore.CacheEntry) error {
 	if err := b.enter(); err != nil {
 		return fmt.Errorf("writing cache entry %q: %w", e.Key, err)
 	}
