@@ -303,30 +303,24 @@ func (r *runner) tau(ctx context.Context) error {
 	if _, err := TauBare(ctx, o); err != nil {
 		return err
 	}
-	for round := range max(r.o.Rounds, r.pick(9, 2)) {
-		sides := []func() error{
-			func() error {
-				runtime.GC()
-				t, err := TauTooldispatch(ctx, o)
-				if err == nil {
-					td.Rounds = append(td.Rounds, ms(t.Total))
-					tdConn.Rounds = append(tdConn.Rounds, ms(t.Connect))
-					tdCPU.Rounds = append(tdCPU.Rounds, ms(t.CPU))
-					perCall = append(perCall, float64(t.Mallocs)/float64(t.Calls))
-				}
-				return err
-			},
-			func() error {
-				runtime.GC()
-				t, err := TauBare(ctx, o)
-				if err == nil {
-					bare.Rounds = append(bare.Rounds, ms(t.Total))
-					bareConn.Rounds = append(bareConn.Rounds, ms(t.Connect))
-					bareCPU.Rounds = append(bareCPU.Rounds, ms(t.CPU))
-				}
-				return err
-			},
+	// side runs one pass of run and adds its figures to the rows of total,
+	// connect and cpu; the last pass's timing stays in last.
+	side := func(run func(context.Context, TauOptions) (TauTiming, error), total, connect, cpu *Row, last *TauTiming) func() error {
+		return func() error {
+			runtime.GC()
+			t, err := run(ctx, o)
+			if err == nil {
+				total.Rounds = append(total.Rounds, ms(t.Total))
+				connect.Rounds = append(connect.Rounds, ms(t.Connect))
+				cpu.Rounds = append(cpu.Rounds, ms(t.CPU))
+				*last = t
+			}
+			return err
 		}
+	}
+	var tdLast, bareLast TauTiming
+	for round := range max(r.o.Rounds, r.pick(9, 2)) {
+		sides := []func() error{side(TauTooldispatch, &td, &tdConn, &tdCPU, &tdLast), side(TauBare, &bare, &bareConn, &bareCPU, &bareLast)}
 		if round%2 == 1 {
 			sides[0], sides[1] = sides[1], sides[0]
 		}
@@ -335,7 +329,8 @@ func (r *runner) tau(ctx context.Context) error {
 				return err
 			}
 		}
-		ratio.Rounds = append(ratio.Rounds, td.Rounds[len(td.Rounds)-1]/bare.Rounds[len(bare.Rounds)-1])
+		ratio.Rounds = append(ratio.Rounds, tdLast.Total.Seconds()/bareLast.Total.Seconds())
+		perCall = append(perCall, float64(tdLast.Mallocs)/float64(tdLast.Calls))
 	}
 	td.AllocsPerCall = median(perCall)
 	r.rep.add(td)
