@@ -135,7 +135,17 @@ func decodeDecided(b []byte) (int, *messages.ToolMessage, error) {
 // without a Stamp, so a stamped tool runs again once), 7 scope (absent:
 // none). EncodeDedup writes it.
 func EncodeDedup(e *DedupEntry) []byte {
-	var b []byte
+	n := wire.SizeString(1, e.Key) + wire.SizeString(2, e.Tool) + wire.SizeString(3, e.Content)
+	for _, p := range e.Paths {
+		n += wire.SizeString(4, p)
+	}
+	if e.StaleOnMutation {
+		n += wire.SizeVarint(5, 1)
+	}
+	if e.Stamp != "" {
+		n += wire.SizeString(6, e.Stamp)
+	}
+	b := make([]byte, 0, n)
 	b = wire.AppendString(b, 1, e.Key)
 	b = wire.AppendString(b, 2, e.Tool)
 	b = wire.AppendString(b, 3, e.Content)

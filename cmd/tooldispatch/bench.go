@@ -22,6 +22,12 @@ ToolsNode (run with "go run" from the peers module, in a temporary go.work
 with this checkout), then prints medians, the ratio of each to (a), the
 targets and the machine's facts.
 
+The MCP workload makes τ-bench's airline calls (--tau-bench) against a
+small stdio MCP server built with "go build" from this checkout, once
+through tooldispatch (validation, approval "all", commit to Badger) and
+once with a bare go-sdk client, the same calls in the same order, and
+compares their wall times.
+
 With --service it runs only the service load generator: the HTTP service
 started in this process on 127.0.0.1 (Badger without fsync, the built-in
 tools), 100 clients on sessions of their own posting 10-call turns of

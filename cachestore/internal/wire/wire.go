@@ -24,6 +24,16 @@ func AppendString(b []byte, num protowire.Number, s string) []byte {
 	return protowire.AppendString(b, s)
 }
 
+// SizeString is the size AppendString gives field num holding s.
+func SizeString(num protowire.Number, s string) int {
+	return protowire.SizeTag(num) + protowire.SizeBytes(len(s))
+}
+
+// SizeVarint is the size AppendVarint gives field num holding v.
+func SizeVarint(num protowire.Number, v uint64) int {
+	return protowire.SizeTag(num) + protowire.SizeVarint(v)
+}
+
 // AppendBytes appends field num holding v.
 func AppendBytes(b []byte, num protowire.Number, v []byte) []byte {
 	b = protowire.AppendTag(b, num, protowire.BytesType)

@@ -46,6 +46,12 @@ type Options struct {
 	ServiceOnly bool
 	// NoService skips the service load.
 	NoService bool
+	// TauServer is the command of the MCP workload's server. Empty: the
+	// taumcp-server command built with "go build" from the module the
+	// working directory is in.
+	TauServer []string
+	// TauServerEnv is added to TauServer's environment.
+	TauServerEnv map[string]string
 }
 
 // Machine describes where the run happened.
@@ -164,6 +170,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"4 096-call turns", r.bigTurn},
 		{"late turns", r.lateTurns},
 		{"idle sessions", r.idle},
+		{"MCP τ-bench airline", r.tau},
 		{"service", r.service},
 		{"eino", r.eino},
 	}
