@@ -185,3 +185,10 @@ func (e *emitter) call(kind, callID, tool string) {
 		e.emit(&messages.Event{Kind: kind, CallId: callID, Tool: tool})
 	}
 }
+
+// ShownText is s as the dispatcher's events show a text of at most n bytes:
+// secret values redacted by Config.Redactor, then cut. The service uses it
+// for texts it reads back from the store (a deferred approval's turn).
+func (d *Dispatcher) ShownText(s string, n int) string {
+	return clipRedacted(d.cfg.Redactor, s, n)
+}

@@ -242,7 +242,7 @@
       if (hasDeadline(p.timeout_at)) timing.dataset.timeoutAt = p.timeout_at;
       li = el('li', { class: 'confirm', 'data-session': p.session, 'data-call-id': p.call_id,
         'data-args-hash': p.args_hash, 'data-turn': String(p.turn), tabIndex: 0 },
-      what(p), turnText(p),
+      what(p, p.deferred ? 'deferred' : ''), turnText(p),
       el('p', { class: 'question-text', text: p.question }),
       ...extra, args, timing,
       el('div', { class: 'actions' },

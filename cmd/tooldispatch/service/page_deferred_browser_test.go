@@ -23,15 +23,15 @@ func TestOperatorPageDeferredApproval(t *testing.T) {
 	}
 	f := newFixture(t, fixtureOpts{token: testToken, approve: actors.ApproveAsk})
 	ctx, browser := newBrowser(t)
-	runSteps(t, ctx, browser, []browserStep{
-		{"open the page", chromedp.Navigate(f.url + "/?token=" + testToken)},
-		{"live", chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`))},
-		{"nothing pending", chromedp.WaitVisible(chromedp.CSS(`#nothing-pending`))},
-	})
-	body := turn("r1", "ask", call(t, "d1", "edit_file", map[string]any{"path": "notes.md",
-		"old_string": "The answer is 42.", "new_string": "The answer is 43."}))
+	runSteps(t, ctx, browser, append(loginSteps(f),
+		browserStep{"nothing pending", chromedp.WaitVisible(chromedp.CSS(`#nothing-pending`))}))
+	const reason = "The notes are out of date: the answer is 43 now. I will correct them."
+	body := turn("r1", "ask", call(t, "d0", "calculate", map[string]any{"expression": "6 * 7 + 1"}),
+		call(t, "d1", "edit_file", map[string]any{"path": "notes.md",
+			"old_string": "The answer is 42.", "new_string": "The answer is 43."}))
+	body["message"].(map[string]any)["content"] = reason
 	body["confirm"] = "defer"
-	if got := statuses(f.postTurn("deferred-s", body).Messages); strings.Join(got, ",") != "awaiting_approval" {
+	if got := statuses(f.postTurn("deferred-s", body).Messages); strings.Join(got, ",") != "ok,awaiting_approval" {
 		t.Fatalf("the deferred turn: %v", got)
 	}
 	item := `#confirms li.confirm[data-session="deferred-s"][data-call-id="d1"]`
@@ -45,6 +45,17 @@ func TestOperatorPageDeferredApproval(t *testing.T) {
 	}
 	if !strings.Contains(timing, "waits until answered") || strings.Contains(timing, "times out") {
 		t.Errorf("a deferred approval's timing says %q, want that it waits until answered", timing)
+	}
+	// Who asked and why, read back from the committed turn: the model's
+	// text, the badge, and the turn's calls with their statuses.
+	shown, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(item)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{reason, "deferred", "d0", "calculate", statusText("ok"), statusText("awaiting_approval")} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the deferred item does not show %q:\n%s", want, shown)
+		}
 	}
 	saveScreenshot(t, ctx, "operator-page-deferred.png")
 	runSteps(t, ctx, browser, []browserStep{

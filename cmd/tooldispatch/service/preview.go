@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tooldispatch/tooldispatch/messages"
 )
 
 // PendingView is a pending confirmation as GET /v1/pending and the
@@ -107,15 +109,24 @@ func (s *Server) pendingViews(ctx context.Context, ps []PendingConfirm) ([]Pendi
 	if err != nil {
 		return nil, err
 	}
+	turns := map[string][]*messages.TurnRecord{} // by session, read once
 	for _, a := range as {
 		if a.Claimed || seen[[2]string{a.Session, a.CallID}] {
 			continue // running now, or also asked by a running turn
+		}
+		if _, ok := turns[a.Session]; !ok {
+			recs, err := s.opts.Store.Turns(ctx, a.Session)
+			if err != nil {
+				return nil, err
+			}
+			turns[a.Session] = recs
 		}
 		v := PendingView{PendingConfirm: PendingConfirm{Session: a.Session, Run: a.Run, Turn: a.Turn, CallID: a.CallID,
 			Tool: a.Tool, Arguments: a.Shown, ArgsHash: a.ArgsHash,
 			Question: fmt.Sprintf("Allow %s to run with these arguments? It is not read-only. The turn did not wait: answer whenever you like.", a.Tool),
 			Since:    a.Asked, Diff: a.Diff, Note: a.Note}, Deferred: true, Ceiling: a.Ceiling}
 		v.Command, v.Request, v.MCPServer = change(a.Tool, v.Arguments)
+		s.committedTurn(&v, turns[a.Session])
 		out = append(out, v)
 	}
 	return out, nil
@@ -246,4 +257,25 @@ func shellQuote(w string) string {
 		return w
 	}
 	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+}
+
+// maxShownTurnText is how much of the model's text a pending item shows.
+const maxShownTurnText = 4096
+
+// committedTurn fills in a deferred approval's turn from its committed
+// record: the model's text (redacted and cut as the live events show it)
+// and the turn's calls with their committed statuses.
+func (s *Server) committedTurn(v *PendingView, recs []*messages.TurnRecord) {
+	for _, rec := range recs {
+		if rec.GetTurn() != v.Turn { // turn numbers are the session's
+			continue
+		}
+		v.TurnText = s.opts.Dispatcher.ShownText(strings.TrimSpace(rec.GetAssistant().GetContent()), maxShownTurnText)
+		for _, m := range rec.GetToolMessages() {
+			this := m.GetToolCallId() == v.CallID
+			v.Calls = append(v.Calls, TurnCallView{CallID: m.GetToolCallId(), Tool: m.GetName(),
+				Status: m.GetStatus(), Words: statusText(m.GetStatus()), This: this})
+		}
+		return
+	}
 }
