@@ -27,6 +27,8 @@
 //	                              7 decided (repeated {1 index, 2 messages.ToolMessage}),
 //	                              8 started (repeated index), 9 names, 10 ids (repeated),
 //	                              11 calls_hash
+//	v1/a/{session}/{call id}      deferred approval: cachestore.Approval as JSON
+//	                              (EncodeApproval)
 //	v1/c/{key}                    cache entry: 1 expires (unix ns; absent: never), 2 value
 //	v1/fv/{workspace}/{path}/{n}  file version n: 1 version, 2 time (unix ns), 3 size,
 //	                              4 deleted, 5 note
