@@ -60,14 +60,7 @@ func (a *pass1) deferApproval(p *callPlan, pv toolkit.Preview) verdict {
 // the preview read) awaiting_approval, and goes on with the next call.
 func (a *preflightActor) deferAsked(ctx actor.Context, p *callPlan, pv toolkit.Preview) {
 	a.asking = nil
-	if a.askTimer != nil {
-		a.askTimer.Stop()
-		a.askTimer = nil
-	}
-	if a.askCancel != nil {
-		a.askCancel()
-		a.askCancel = nil
-	}
+	a.stopAsking()
 	a.deferApproval(p, pv)
 	a.cur = nil // its preflight is over
 	a.proceed(ctx)

@@ -251,12 +251,7 @@ func (a *preflightActor) Receive(ctx actor.Context) {
 	case *messages.CancelTurn:
 		a.cancelTurn(ctx)
 	case *actor.Stopping:
-		if a.askTimer != nil {
-			a.askTimer.Stop()
-		}
-		if a.askCancel != nil {
-			a.askCancel()
-		}
+		a.stopAsking()
 	}
 }
 

@@ -156,14 +156,7 @@ func (a *preflightActor) decideAsk(ctx actor.Context, approved bool, how, reason
 		a.answered = map[string]bool{}
 	}
 	a.answered[p.id] = true
-	if a.askTimer != nil {
-		a.askTimer.Stop()
-		a.askTimer = nil
-	}
-	if a.askCancel != nil {
-		a.askCancel()
-		a.askCancel = nil
-	}
+	a.stopAsking()
 	if approved {
 		a.mutated(p)
 	} else {
@@ -179,4 +172,17 @@ func answerStatus(approve bool) string {
 		return ConfirmApproved
 	}
 	return ConfirmDenied
+}
+
+// stopAsking stops the confirmation's timer and ends the Approver's
+// context of the call that was asked.
+func (a *preflightActor) stopAsking() {
+	if a.askTimer != nil {
+		a.askTimer.Stop()
+		a.askTimer = nil
+	}
+	if a.askCancel != nil {
+		a.askCancel()
+		a.askCancel = nil
+	}
 }

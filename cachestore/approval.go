@@ -172,3 +172,18 @@ func CheckApprovals(c *TurnCommit) error {
 	}
 	return nil
 }
+
+// Claim marks a stored approval claimed by an answer with argsHash: it is
+// ErrArgsMismatch for another hash and ErrAlreadySettled for an approval
+// claimed before, and changes nothing then. Every store claims through it
+// inside its own transaction.
+func (a *Approval) Claim(argsHash string) error {
+	switch {
+	case a.ArgsHash != argsHash:
+		return ErrArgsMismatch
+	case a.Claimed:
+		return ErrAlreadySettled
+	}
+	a.Claimed = true
+	return nil
+}

@@ -32,15 +32,12 @@ func (m *Memory) ClaimApproval(ctx context.Context, session, callID, argsHash st
 	}
 	defer m.mu.Unlock()
 	a := m.approval[memApprovalKey{session, callID}]
-	switch {
-	case a == nil:
+	if a == nil {
 		return nil, ErrNotFound
-	case a.ArgsHash != argsHash:
-		return nil, ErrArgsMismatch
-	case a.Claimed:
-		return nil, ErrAlreadySettled
 	}
-	a.Claimed = true
+	if err := a.Claim(argsHash); err != nil {
+		return nil, err
+	}
 	return CloneApproval(a), nil
 }
 

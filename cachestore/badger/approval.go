@@ -91,13 +91,9 @@ func (e entered) ClaimApproval(ctx context.Context, session, callID, argsHash st
 		if err != nil {
 			return err
 		}
-		switch {
-		case a.ArgsHash != argsHash:
-			return cachestore.ErrArgsMismatch
-		case a.Claimed:
-			return cachestore.ErrAlreadySettled
+		if err := a.Claim(argsHash); err != nil {
+			return err
 		}
-		a.Claimed = true
 		out = a
 		return txn.Set(approvalKey(session, callID), cachestore.EncodeApproval(a))
 	})

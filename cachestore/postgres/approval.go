@@ -95,13 +95,9 @@ func (e entered) ClaimApproval(ctx context.Context, session, callID, argsHash st
 		if err != nil {
 			return err
 		}
-		switch {
-		case a.ArgsHash != argsHash:
-			return cachestore.ErrArgsMismatch
-		case a.Claimed:
-			return cachestore.ErrAlreadySettled
+		if err := a.Claim(argsHash); err != nil {
+			return err
 		}
-		a.Claimed = true
 		if _, err := tx.Exec(ctx, `UPDATE approvals SET record = $3 WHERE session = $1 AND call_id = $2`,
 			b(session), b(callID), cachestore.EncodeApproval(a)); err != nil {
 			return err
