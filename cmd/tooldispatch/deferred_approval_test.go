@@ -176,8 +176,10 @@ func TestServeDeferredApprovalSurvivesSIGKILL(t *testing.T) {
 	if code, st := confirmCall(t, b, "s", "e1", "0000", true); code != http.StatusConflict || st != "mismatch" {
 		t.Errorf("an answer with another args_hash = %d %q, want 409 mismatch", code, st)
 	}
-	if code, st := confirmCall(t, b, "s", "e1", "", true); code != http.StatusConflict || st != "mismatch" {
-		t.Errorf("an answer without args_hash = %d %q, want 409 mismatch", code, st)
+	// The API refuses an answer that names no arguments hash before it
+	// reaches the store (400, as for a blocking confirmation).
+	if code, _ := confirmCall(t, b, "s", "e1", "", true); code != http.StatusBadRequest {
+		t.Errorf("an answer without args_hash = %d, want 400", code)
 	}
 	if code, st := confirmCall(t, b, "s", "e1", hash["e1"], true); code != http.StatusOK || st != "accepted" {
 		t.Fatalf("the answer = %d %q, want 200 accepted", code, st)
