@@ -35,9 +35,10 @@ const (
 	// encodingOverhead is what EncodedTurnLimit adds for the envelope
 	// around the arguments (ids, names, session, client tools' schemas).
 	encodingOverhead = 1 << 20
-	// requestTimeout bounds how long an API call waits for the actor system;
-	// turns end far sooner (each call has its own timeout).
-	requestTimeout = 24 * time.Hour
+	// RequestTimeout bounds how long an API call waits for the actor system
+	// (here and in a cluster's router); turns end far sooner (each call has
+	// its own timeout).
+	RequestTimeout = 24 * time.Hour
 	// storeTimeout bounds one store operation requested by an actor.
 	storeTimeout = 2 * time.Minute
 )

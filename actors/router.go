@@ -76,7 +76,7 @@ type localRouter struct {
 }
 
 func (r *localRouter) Turn(ctx context.Context, p *Prepared) (*messages.TurnResult, error) {
-	f := r.root.RequestFuture(r.pid, p, requestTimeout)
+	f := r.root.RequestFuture(r.pid, p, RequestTimeout)
 	if ctx.Done() == nil {
 		return ReplyAs[*messages.TurnResult](f.Result())
 	}
@@ -113,7 +113,7 @@ func (r *localRouter) EndRun(ctx context.Context, m *messages.EndRun) (*messages
 }
 
 func (r *localRouter) request(ctx context.Context, msg any) (any, error) {
-	return r.root.RequestFuture(r.pid, msg, waitFor(ctx)).Result()
+	return r.root.RequestFuture(r.pid, msg, WaitFor(ctx)).Result()
 }
 
 func (r *localRouter) Close() error {
@@ -127,11 +127,11 @@ func (r *localRouter) Close() error {
 	return err
 }
 
-// waitFor is how long a request may wait: until ctx's deadline, or
-// requestTimeout.
-func waitFor(ctx context.Context) time.Duration {
+// WaitFor is how long a request of a Router may wait: until ctx's
+// deadline, or RequestTimeout.
+func WaitFor(ctx context.Context) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
 		return max(time.Until(dl), time.Millisecond)
 	}
-	return requestTimeout
+	return RequestTimeout
 }

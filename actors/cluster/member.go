@@ -29,9 +29,6 @@ const eventRelayName = "tooldispatch-events"
 
 // Grain requests.
 const (
-	// requestTimeout bounds how long a request waits for a grain; turns
-	// end far sooner (each call has its own timeout).
-	requestTimeout  = 24 * time.Hour
 	grainAttempts   = 5
 	grainRetryDelay = 200 * time.Millisecond
 	// untakenWindow is how long a turn that a grain did not take (it was
@@ -192,7 +189,7 @@ func start(sys *actor.ActorSystem, co Options, sessions *actor.Props, local func
 	}
 	rc := remote.Configure(co.Host, co.Port, opts...)
 	cc := protocluster.Configure(co.Name, co.Provider, disthash.New(), rc,
-		protocluster.WithKinds(protocluster.NewKind(SessionKind, sessions)), protocluster.WithRequestTimeout(requestTimeout))
+		protocluster.WithKinds(protocluster.NewKind(SessionKind, sessions)), protocluster.WithRequestTimeout(actors.RequestTimeout))
 	c := protocluster.New(sys, cc)
 	relay := actor.PropsFromFunc(func(ctx actor.Context) {
 		if e, ok := ctx.Message().(*messages.Event); ok && local != nil {

@@ -125,7 +125,7 @@ func deadLetter(res any, err error) bool {
 // caller's cancellation (passed on to the turn), or the grain's member
 // leaving the cluster.
 func (r *router) await(ctx context.Context, pid *actor.PID, t *messages.DispatchTurn, msg any) (any, error) {
-	f := r.sys.Root.RequestFuture(pid, msg, requestTimeout)
+	f := r.sys.Root.RequestFuture(pid, msg, actors.RequestTimeout)
 	type reply struct {
 		res any
 		err error
@@ -181,10 +181,7 @@ func (r *router) EndRun(ctx context.Context, m *messages.EndRun) (*messages.Ack,
 // request sends msg to the grain of session and waits for its reply (the
 // cluster asks again when the grain was stopping).
 func (r *router) request(ctx context.Context, session string, msg any) (any, error) {
-	timeout := requestTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(dl), time.Millisecond)
-	}
+	timeout := actors.WaitFor(ctx)
 	if addr := r.p.ownerAddress(session); addr != "" && addr != r.sys.Address() {
 		r.p.forwarded.Add(1)
 	}
