@@ -2,9 +2,12 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/tooldispatch/tooldispatch/messages"
 )
 
 // TestDeferredApprovalCallIDReused: a model that names again, in a later
@@ -91,5 +94,58 @@ func TestDeferredApprovalConcurrentAnswers(t *testing.T) {
 	n.nextResult(t)
 	if got := n.p.count("c2"); got > 1 {
 		t.Errorf("the call ran %d times", got)
+	}
+}
+
+// TestDeferredApprovalsBounded: a model cannot pile up deferred approvals
+// without bound (each is kept in the store, listed by GET /v1/pending and
+// shown on the operator page until answered): past maxHeldApprovals
+// waiting in a session, a call that would wait is skipped, saying why.
+func TestDeferredApprovalsBounded(t *testing.T) {
+	n := openDeferNode(t, t.TempDir())
+	defer n.close(t)
+	ctx := context.Background()
+	stop, drained := make(chan struct{}), make(chan struct{})
+	go func() { // more tool_result events than openDeferNode buffers
+		defer close(drained)
+		for {
+			select {
+			case <-n.result:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); <-drained }()
+	calls := make([]*messages.ToolCall, maxHeldApprovals+1)
+	for i := range calls {
+		calls[i] = call(fmt.Sprintf("w%d", i), "write", fmt.Sprintf(`{"path":"f%d.txt"}`, i))
+	}
+	r, err := n.d.Dispatch(ctx, deferTurn(calls...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := n.d.Dispatch(ctx, deferTurn(call("more", "write", `{"path":"more.txt"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting, skipped := 0, 0
+	for _, m := range append(r.GetMessages(), again.GetMessages()...) {
+		switch m.Status {
+		case "awaiting_approval":
+			waiting++
+		case "skipped":
+			skipped++
+			if !strings.Contains(m.Content, "waiting for approval") {
+				t.Errorf("%s skipped with %q, want the reason", m.ToolCallId, m.Content)
+			}
+		}
+	}
+	as, err := n.store.Approvals(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waiting != maxHeldApprovals || skipped != 2 || len(as) != maxHeldApprovals {
+		t.Errorf("%d calls awaiting approval, %d skipped, %d approvals kept; want %d, 2, %d", waiting, skipped, len(as), maxHeldApprovals, maxHeldApprovals)
 	}
 }
