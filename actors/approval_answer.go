@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -377,6 +378,10 @@ func (a *approvalActor) plan() *callPlan {
 // start runs the approved call off the actor's goroutine.
 func (a *approvalActor) start(ctx actor.Context) {
 	p := a.plan()
+	if reason := a.lowered(); reason != "" {
+		a.ran(ctx, &callOutcome{msg: toolMsg(p, toolkit.StatusSkipped, skippedText(reason))})
+		return
+	}
 	if p.tool.Handler == nil {
 		a.ran(ctx, &callOutcome{msg: toolMsg(p, toolkit.StatusUnknownTool,
 			fmt.Sprintf("%s is no longer available; the approved call did not run.", p.name))})
@@ -404,6 +409,20 @@ func (a *approvalActor) start(ctx actor.Context) {
 	go func() {
 		sys.Root.Send(self, &approvalRan{o: runApproved(in, rctx, p, text)})
 	}()
+}
+
+// lowered is why the dispatcher's policy now forbids the approved call,
+// empty when it allows it: an approval outlives the process that asked
+// it, and an operator who restarted with a lower ceiling (none) or with
+// the tool excluded has it skipped, as a turn asking it now would.
+func (a *approvalActor) lowered() string {
+	if LowerApproval(a.ap.Ceiling, a.cfg.MaxApprove) == ApproveNone {
+		return notApprovedText(&a.cfg.Config)
+	}
+	if slices.Contains(a.cfg.Exclude, a.ap.Tool) {
+		return "the operator excluded " + a.ap.Tool + " after the call asked"
+	}
+	return ""
 }
 
 // runApproved runs the call as a call actor would; a panic is its error.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -317,6 +318,10 @@ func (a *commitActor) commitTurn(m *commitTurn) error {
 	defer cancel()
 	c, st := m.commit, a.st
 	st.lent = false
+	if err := a.heldApprovals(ctx, c); err != nil {
+		a.reset()
+		return err
+	}
 	if err := a.store.CommitTurn(ctx, c); err != nil {
 		a.reset()
 		return err
@@ -334,6 +339,51 @@ func (a *commitActor) commitTurn(m *commitTurn) error {
 		}
 		st.runs.put(c.Record.Run, rs)
 	}
+	return nil
+}
+
+// maxHeldApprovals bounds the deferred approvals a session keeps waiting:
+// each is stored, listed by every member and shown until answered, and a
+// model could otherwise ask for them without end.
+const maxHeldApprovals = 64
+
+// heldApprovals keeps a turn from deferring a call whose id names an
+// approval the session still holds (a model may repeat a call id in a
+// later turn): approvals are keyed by session and call id, so the new one
+// would replace the one a person was shown and leave the earlier call
+// awaiting_approval with no approval to answer, for ever. The repeated
+// call is committed skipped instead, and the earlier approval stays. A
+// call past maxHeldApprovals waiting in the session is skipped too.
+func (a *commitActor) heldApprovals(ctx context.Context, c *cachestore.TurnCommit) error {
+	if len(c.Approvals) == 0 {
+		return nil
+	}
+	held, err := a.store.Approvals(ctx, c.Session)
+	if err != nil {
+		return err
+	}
+	kept := c.Approvals[:0]
+	for _, ap := range c.Approvals {
+		var reason string
+		if i := slices.IndexFunc(held, func(h *cachestore.Approval) bool { return h.CallID == ap.CallID }); i >= 0 {
+			reason = fmt.Sprintf("the call id %s already waits for approval in turn %d; give each call its own id",
+				messages.ClipText(ap.CallID, 80), held[i].Turn)
+		} else if len(held)+len(kept) >= maxHeldApprovals {
+			reason = fmt.Sprintf("%d calls of this session are already waiting for approval, the most it may keep; "+
+				"wait for their answers before asking for more", maxHeldApprovals)
+		}
+		if reason == "" {
+			kept = append(kept, ap)
+			continue
+		}
+		for _, tm := range c.Record.GetToolMessages() {
+			if tm.GetToolCallId() == ap.CallID && tm.GetStatus() == string(toolkit.StatusAwaitingApproval) {
+				tm.Status = string(toolkit.StatusSkipped)
+				tm.Content = skippedText(reason)
+			}
+		}
+	}
+	c.Approvals = kept
 	return nil
 }
 

@@ -81,6 +81,7 @@ func (m *Memory) amendLocked(session, callID string, pending []string, msg *mess
 	if s == nil {
 		return nil, ErrNotFound
 	}
+	settled := false
 	for i := len(s.turns) - 1; i >= 0; i-- {
 		rec := s.turns[i]
 		for j, tm := range rec.ToolMessages {
@@ -88,11 +89,15 @@ func (m *Memory) amendLocked(session, callID string, pending []string, msg *mess
 				continue
 			}
 			if !slices.Contains(pending, tm.Status) {
-				return nil, ErrAlreadySettled
+				settled = true
+				continue
 			}
 			rec.ToolMessages[j] = AmendedMessage(tm, msg)
 			return proto.Clone(rec).(*messages.TurnRecord), nil
 		}
+	}
+	if settled {
+		return nil, ErrAlreadySettled
 	}
 	return nil, ErrNotFound
 }

@@ -149,7 +149,9 @@ type SessionStore interface {
 	// AmendToolMessage replaces the committed tool message of callID in the
 	// session when its status is one of pending (a client tool's result
 	// handed back), and returns the amended turn; ErrAlreadySettled when the
-	// call is no longer pending, ErrNotFound when there is no such call. The
+	// call is no longer pending, ErrNotFound when there is no such call.
+	// When later turns repeat the call id (a model chooses call ids), the
+	// latest message of that id still pending is the one amended. The
 	// stored message is AmendedMessage(committed, m): m without a name keeps
 	// the committed message's.
 	AmendToolMessage(ctx context.Context, session, callID string, pending []string, m *messages.ToolMessage) (*messages.TurnRecord, error)

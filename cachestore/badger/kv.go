@@ -127,29 +127,27 @@ func (b *Store) amend(session, callID string, pending []string, m *messages.Tool
 		defer it.Close()
 		var found *messages.TurnRecord
 		var key []byte
+		idx, settled := -1, false
 		for it.Rewind(); it.Valid(); it.Next() {
 			rec, err := readTurn(txn, it.Item())
 			if err != nil {
 				return err
 			}
-			for _, tm := range rec.ToolMessages {
-				if tm.ToolCallId == callID {
-					found, key = rec, it.Item().KeyCopy(nil)
+			for i, tm := range rec.ToolMessages {
+				switch {
+				case tm.ToolCallId != callID:
+				case slices.Contains(pending, tm.Status):
+					found, key, idx = rec, it.Item().KeyCopy(nil), i
+				default:
+					settled = true
 				}
 			}
 		}
-		if found == nil {
-			return cachestore.ErrNotFound
-		}
-		idx := -1
-		for i, tm := range found.ToolMessages {
-			if tm.ToolCallId == callID && slices.Contains(pending, tm.Status) {
-				idx = i
-				break
-			}
-		}
-		if idx < 0 {
+		switch {
+		case found == nil && settled:
 			return cachestore.ErrAlreadySettled
+		case found == nil:
+			return cachestore.ErrNotFound
 		}
 		found.ToolMessages[idx] = cachestore.AmendedMessage(found.ToolMessages[idx], m)
 		v, err := proto.Marshal(found)

@@ -927,7 +927,7 @@ func (p *Store) amend(ctx context.Context, session, callID string, pending []str
 			return err
 		}
 		var found *messages.TurnRecord
-		idx := -1
+		idx, settled := -1, false
 		for rows.Next() && found == nil {
 			var turn int64
 			var raw []byte
@@ -941,8 +941,12 @@ func (p *Store) amend(ctx context.Context, session, callID string, pending []str
 				return fmt.Errorf("decoding turn %d: %w", turn, unavailable(err))
 			}
 			for i, tm := range rec.ToolMessages {
-				if tm.ToolCallId == callID {
+				switch {
+				case tm.ToolCallId != callID:
+				case slices.Contains(pending, tm.Status):
 					found, idx = rec, i
+				default:
+					settled = true
 				}
 			}
 		}
@@ -950,11 +954,11 @@ func (p *Store) amend(ctx context.Context, session, callID string, pending []str
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if found == nil {
-			return cachestore.ErrNotFound
-		}
-		if !slices.Contains(pending, found.ToolMessages[idx].Status) {
+		switch {
+		case found == nil && settled:
 			return cachestore.ErrAlreadySettled
+		case found == nil:
+			return cachestore.ErrNotFound
 		}
 		found.ToolMessages[idx] = cachestore.AmendedMessage(found.ToolMessages[idx], m)
 		raw, _, err := cachestore.MarshalValid(found)

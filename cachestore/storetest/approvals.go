@@ -133,3 +133,40 @@ func approvalEqual(a, b *cachestore.Approval) bool {
 		a.Diff == b.Diff && a.Shown == b.Shown && a.Note == b.Note && a.Ceiling == b.Ceiling && a.Answerer == b.Answerer &&
 		a.Asked.Equal(b.Asked) && a.Claimed == b.Claimed
 }
+
+// testApprovalShadowed: a later turn that repeats the call id of a call
+// still awaiting approval (a model chooses call ids) does not hide it:
+// settling the approval amends the call awaiting approval, not the later
+// one, and a second settlement is refused as already settled.
+func testApprovalShadowed(t *testing.T, open Opener) {
+	s, _ := open(t)
+	ctx := context.Background()
+	c := awaitingTurn("s", 1)
+	id := c.Approvals[0].CallID
+	if err := s.CommitTurn(ctx, c); err != nil {
+		t.Fatalf("CommitTurn with an approval: %v", err)
+	}
+	later := Record(2, "r", "", 1)
+	later.ToolMessages[0].ToolCallId, later.Assistant.ToolCalls[0].Id = id, id
+	if err := s.CommitTurn(ctx, &cachestore.TurnCommit{Session: "s", Record: later}); err != nil {
+		t.Fatalf("CommitTurn of a turn repeating the call id: %v", err)
+	}
+	m := &messages.ToolMessage{Role: "tool", ToolCallId: id, Name: "read_files", Status: "ok", Content: "approved and ran"}
+	rec, err := s.SettleApproval(ctx, "s", id, m)
+	if err != nil {
+		t.Fatalf("SettleApproval of a call a later turn repeats the id of: %v", err)
+	}
+	if rec.GetTurn() != 1 {
+		t.Errorf("SettleApproval amended turn %d, want 1 (the call awaiting approval)", rec.GetTurn())
+	}
+	turns := Turns(t, s, "s")
+	if got := turns[0].ToolMessages[1]; got.Status != "ok" || got.Content != "approved and ran" {
+		t.Errorf("turn 1's call = %s %q, want the settled result", got.Status, got.Content)
+	}
+	if got := turns[1].ToolMessages[0]; got.Content != "content of turn 2 call 0" {
+		t.Errorf("turn 2's call was changed: %q", got.Content)
+	}
+	if _, err := s.SettleApproval(ctx, "s", id, m); !errors.Is(err, cachestore.ErrAlreadySettled) {
+		t.Errorf("a second SettleApproval = %v, want ErrAlreadySettled", err)
+	}
+}

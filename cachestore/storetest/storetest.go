@@ -80,6 +80,7 @@ func Run(t *testing.T, open Opener) {
 		{"not_found", testNotFound},
 		{"amend_tool_message", testAmendToolMessage},
 		{"approvals", testApprovals},
+		{"approval_shadowed", testApprovalShadowed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
