@@ -57,7 +57,7 @@ func (cfg *shared) approval(narrow Policy, asked string) (approve string, lowere
 	if approve == "" {
 		approve = ApproveNone
 	}
-	return approve, approvalRank(approve) < approvalRank(asked)
+	return approve, approvalLowered(asked, approve)
 }
 
 // mergeNames returns the names of every list, each once, in order of first

@@ -13,9 +13,9 @@ import (
 // asked, or skipped, instead of approved.
 const EventPolicyLowered = "policy_lowered"
 
-// ApprovalLowered reports whether applied is a lower approval than asked
+// approvalLowered reports whether applied is a lower approval than asked
 // (all to ask, or ask or all to none); "" asks for nothing.
-func ApprovalLowered(asked, applied string) bool {
+func approvalLowered(asked, applied string) bool {
 	return asked != "" && approvalRank(applied) < approvalRank(asked)
 }
 

@@ -115,7 +115,7 @@ func prepare(cfg *shared, t *messages.DispatchTurn, narrow Policy, requestID str
 	// so a member it is forwarded to (which settles it again and finds
 	// nothing lower) still says so.
 	asked := cmp.Or(t.GetApproveAsked(), t.GetApprove())
-	lowered = lowered || ApprovalLowered(asked, approve)
+	lowered = lowered || approvalLowered(asked, approve)
 	req.ApproveAsked = ""
 	if lowered {
 		req.ApproveAsked = asked
