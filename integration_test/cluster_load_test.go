@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service/client"
+	"github.com/tooldispatch/tooldispatch/service/client"
 )
 
 // loadRetryDelay is how long a load session waits before it sends a turn

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service"
-	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service/client"
+	"github.com/tooldispatch/tooldispatch/service"
+	"github.com/tooldispatch/tooldispatch/service/client"
 )
 
 // ownerClient is an HTTP client of the test process that returns

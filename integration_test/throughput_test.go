@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service/client"
+	"github.com/tooldispatch/tooldispatch/service/client"
 )
 
 // The cluster measurement (TestClusterThroughput, run with

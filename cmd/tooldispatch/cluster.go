@@ -17,10 +17,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	tdcluster "github.com/tooldispatch/tooldispatch/actors/cluster"
+	"github.com/tooldispatch/tooldispatch/belt"
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/cachestore/postgres"
-	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/belt"
-	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service"
+	"github.com/tooldispatch/tooldispatch/service"
 	"github.com/tooldispatch/tooldispatch/toolkit/secrets"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/actors"
-	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service"
+	"github.com/tooldispatch/tooldispatch/service"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 

@@ -16,11 +16,11 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	tdcluster "github.com/tooldispatch/tooldispatch/actors/cluster"
+	"github.com/tooldispatch/tooldispatch/belt"
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/cachestore/badger"
-	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/belt"
-	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service"
 	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/service"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
 	"github.com/tooldispatch/tooldispatch/toolkit/chaos"

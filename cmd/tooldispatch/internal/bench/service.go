@@ -19,7 +19,7 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/cachestore/badger"
-	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service"
+	"github.com/tooldispatch/tooldispatch/service"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
 )

@@ -1,6 +1,6 @@
 package service
 
-import "github.com/tooldispatch/tooldispatch/cmd/tooldispatch/internal/rundecl"
+import "github.com/tooldispatch/tooldispatch/internal/rundecl"
 
 // maxRunDecls bounds how many runs' declarations the server keeps, for later
 // turns of the run and for GET /v1/tools (the least recently declared is

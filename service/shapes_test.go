@@ -19,7 +19,7 @@ import (
 // schema (no properties besides role, tool_call_id and content).
 func openAIToolMessageSchema(t *testing.T) *toolkit.Schema {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "messages", "testdata", "openai_tool_message.schema.json"))
+	b, err := os.ReadFile(filepath.Join("..", "messages", "testdata", "openai_tool_message.schema.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

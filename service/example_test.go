@@ -10,7 +10,7 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/cachestore"
-	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service"
+	"github.com/tooldispatch/tooldispatch/service"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
 )

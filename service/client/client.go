@@ -28,7 +28,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service"
+	"github.com/tooldispatch/tooldispatch/service"
 )
 
 // maxRedirects bounds the redirects followed for one request. A member

@@ -7,8 +7,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tooldispatch/tooldispatch/belt"
 	"github.com/tooldispatch/tooldispatch/cachestore"
-	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/belt"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
 	"github.com/tooldispatch/tooldispatch/toolkit/secrets"

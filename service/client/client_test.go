@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tooldispatch/tooldispatch/cmd/tooldispatch/service"
+	"github.com/tooldispatch/tooldispatch/service"
 )
 
 // fakeMember answers session requests as a member would: it names owner
