@@ -252,7 +252,7 @@ func (a *poolActor) start(ctx actor.Context, p *callPlan) {
 		a.idle = a.idle[:n-1]
 	} else {
 		in, turnCtx := a.in, a.ctx
-		r.pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		r.pid = ctx.Spawn(a.in.cfg.props(func() actor.Actor {
 			return &callActor{in: in, turnCtx: turnCtx}
 		}))
 	}
