@@ -181,6 +181,13 @@ func (a *poolActor) nextSegment(ctx actor.Context) {
 		a.nextSegment(ctx)
 		return
 	}
+	if a.intent == nil {
+		// No intent record to write (an approved deferred call: its
+		// claim is its intent).
+		a.writing = seg
+		a.intentWritten(ctx, nil)
+		return
+	}
 	in := *a.intent
 	in.Started = append([]int(nil), a.intent.Started...)
 	for _, p := range seg {
