@@ -153,19 +153,10 @@ func (a *poolActor) Receive(ctx actor.Context) {
 	}
 }
 
+// segments are pass 2's segments of a turn's executable calls (the rule
+// is toolkit.Segments, which the bench's bare dispatcher follows too).
 func segments(plans []*callPlan) [][]*callPlan {
-	var segs [][]*callPlan
-	for i := 0; i < len(plans); {
-		j := i + 1
-		if plans[i].tool.Concurrent {
-			for j < len(plans) && plans[j].tool.Concurrent {
-				j++
-			}
-		}
-		segs = append(segs, plans[i:j])
-		i = j
-	}
-	return segs
+	return toolkit.Segments(plans, func(p *callPlan) bool { return p.tool.Concurrent })
 }
 
 // nextSegment persists the intent for the next segment, then starts it.
