@@ -52,18 +52,19 @@ type ping struct{ n int }
 // with its pool and a session with its turn (default and synchronized
 // dispatcher).
 func BenchmarkPrimSpawnStop(b *testing.B) {
-	for _, sync := range []bool{false, true} {
-		name := "default"
-		if sync {
-			name = "synchronized"
-		}
+	for _, name := range []string{"default", "synchronized", "workers"} {
 		b.Run(name, func(b *testing.B) {
 			sys := NewActorSystem(zerolog.Nop())
 			defer sys.Shutdown()
+			wd := newWorkerDispatcher()
+			defer wd.close()
 			done := make(chan struct{})
 			child := actor.PropsFromFunc(func(actor.Context) {})
-			if sync {
+			switch name {
+			case "synchronized":
 				child = actor.PropsFromFunc(func(actor.Context) {}, actor.WithDispatcher(syncDispatcher))
+			case "workers":
+				child = actor.PropsFromFunc(func(actor.Context) {}, actor.WithDispatcher(wd))
 			}
 			left := b.N
 			parent := actor.PropsFromFunc(func(ctx actor.Context) {
@@ -77,6 +78,9 @@ func BenchmarkPrimSpawnStop(b *testing.B) {
 					ctx.Stop(ctx.Spawn(child))
 				}
 			})
+			if name == "workers" {
+				parent = parent.Configure(actor.WithDispatcher(wd))
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			sys.Root.Spawn(parent)
@@ -144,24 +148,35 @@ func BenchmarkPrimHandOff(b *testing.B) {
 	for _, c := range []struct {
 		name       string
 		sync, deep bool
-	}{{"default", false, false}, {"synchronized", true, false}, {"default/stack=16KiB", false, true}} {
+		workers    bool
+	}{{"default", false, false, false}, {"synchronized", true, false, false}, {"default/stack=16KiB", false, true, false},
+		{"workers", false, false, true}, {"workers/stack=16KiB", false, true, true}} {
 		sync := c.sync
 		b.Run(c.name, func(b *testing.B) {
 			sys := NewActorSystem(zerolog.Nop())
 			defer sys.Shutdown()
+			wd := newWorkerDispatcher()
+			defer wd.close()
 			left := b.N
 			done := make(chan struct{})
 			pa, pb := &pinger{left: &left, done: done, deep: c.deep}, &pinger{left: &left, done: done, deep: c.deep}
 			props := func(p *pinger) *actor.Props {
-				if sync {
+				switch {
+				case sync:
 					return actor.PropsFromProducer(func() actor.Actor { return p }, actor.WithDispatcher(syncDispatcher))
+				case c.workers:
+					return actor.PropsFromProducer(func() actor.Actor { return p }, actor.WithDispatcher(wd))
 				}
 				return actor.PropsFromProducer(func() actor.Actor { return p })
 			}
 			a := sys.Root.Spawn(props(pa))
-			// b runs on the default dispatcher always: a synchronized pair
-			// would recurse on one stack.
-			bb := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return pb }))
+			// b runs on the default dispatcher (or the workers): a
+			// synchronized pair would recurse on one stack.
+			bProps := actor.PropsFromProducer(func() actor.Actor { return pb })
+			if c.workers {
+				bProps = props(pb)
+			}
+			bb := sys.Root.Spawn(bProps)
 			pa.peer, pb.peer = bb, a
 			b.ReportAllocs()
 			g0 := goroutinesCreated()
@@ -222,14 +237,28 @@ func (a *requester) Receive(ctx actor.Context) {
 // BenchmarkPrimRequestRespond: actor to actor Request and Respond (two
 // hand-offs, no future).
 func BenchmarkPrimRequestRespond(b *testing.B) {
-	sys := NewActorSystem(zerolog.Nop())
-	defer sys.Shutdown()
-	peer := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &sink{} }))
-	r := &requester{peer: peer, left: b.N, done: make(chan struct{})}
-	b.ReportAllocs()
-	b.ResetTimer()
-	sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }))
-	<-r.done
+	for _, workers := range []bool{false, true} {
+		name := "default"
+		if workers {
+			name = "workers"
+		}
+		b.Run(name, func(b *testing.B) {
+			sys := NewActorSystem(zerolog.Nop())
+			defer sys.Shutdown()
+			wd := newWorkerDispatcher()
+			defer wd.close()
+			var opts []actor.PropsOption
+			if workers {
+				opts = append(opts, actor.WithDispatcher(wd))
+			}
+			peer := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &sink{} }, opts...))
+			r := &requester{peer: peer, left: b.N, done: make(chan struct{})}
+			b.ReportAllocs()
+			b.ResetTimer()
+			sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }, opts...))
+			<-r.done
+		})
+	}
 }
 
 // BenchmarkPrimGoroutineHandOff: a goroutine started and waited for with
