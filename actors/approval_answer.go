@@ -2,11 +2,8 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/crc32"
-	"slices"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -19,11 +16,13 @@ import (
 // job of its session, queued after the running turn like a client result:
 // an approvalActor asks the commit actor to take the approval (claim it
 // for an approval, settle it skipped for a denial), answers the requester
-// at once, and, when approved, runs the call as pass 2 would (its timeout,
-// the binding to the files its preview read, redaction) and has the
-// commit actor settle it with the result. The claim is the call's intent
-// record: if the process dies while the call runs, the session's next
-// load settles it outcome_unknown.
+// at once, and, when approved and still allowed by the dispatcher's policy
+// (shared.answerRefusal), hands the call to a pool actor as one more
+// segment of pass 2 — the same call actors, supervision, watchdog,
+// counters, spans and events as a turn's calls — and has the commit actor
+// settle it with the result. The claim is the call's intent record (the
+// pool writes none): if the process dies while the call runs, the
+// session's next load settles it outcome_unknown.
 
 // Statuses of a ConfirmAck.
 const (
@@ -85,171 +84,6 @@ type approvalSettled struct {
 	err error
 }
 
-// approvalRan is the outcome of an approved call, from its goroutine.
-type approvalRan struct{ o *callOutcome }
-
-// approvalOverdue: the approved call outlived its timeout and grace.
-type approvalOverdue struct{}
-
-// loaded loads the session's state if it is not: LoadSession also
-// settles the claimed approvals whose runner is gone.
-func (a *commitActor) loaded(ctx context.Context) error {
-	st := a.st
-	if st.lent {
-		a.reset()
-	}
-	if st.loaded {
-		return nil
-	}
-	l, err := a.store.LoadSession(ctx, a.session)
-	if err != nil {
-		return err
-	}
-	st.next, st.loaded, st.fresh, st.runs = l.NextTurn, true, l.NextTurn == 1, runTable{}
-	return nil
-}
-
-// takeApproval takes the approval a stored ConfirmReply answers.
-func (a *commitActor) takeApproval(m *takeApproval) *approvalTaken {
-	ctx, cancel := a.storeCtx()
-	defer cancel()
-	if err := a.loaded(ctx); err != nil {
-		return &approvalTaken{err: err}
-	}
-	r, last := m.reply, a.st.next-1
-	if r.Approve {
-		ap, err := a.store.ClaimApproval(ctx, a.session, r.CallId, r.ArgsHash)
-		if err != nil {
-			return &approvalTaken{status: a.refusal(ctx, r.CallId, err), last: last, err: ignoreRefusal(err)}
-		}
-		return &approvalTaken{status: confirmAccepted, approval: ap, last: last}
-	}
-	as, err := a.store.Approvals(ctx, a.session)
-	if err != nil {
-		return &approvalTaken{err: err}
-	}
-	var ap *cachestore.Approval
-	for _, x := range as {
-		if x.CallID == r.CallId {
-			ap = x
-		}
-	}
-	switch {
-	case ap == nil:
-		return &approvalTaken{status: a.refusal(ctx, r.CallId, cachestore.ErrNotFound), last: last}
-	case ap.ArgsHash != r.ArgsHash:
-		return &approvalTaken{status: confirmMismatch, last: last}
-	case ap.Claimed:
-		return &approvalTaken{status: confirmAlreadyAnswered, last: last}
-	}
-	reason := "denied by the user"
-	if r.Reason != "" {
-		reason += ": " + messages.ClipText(r.Reason, 500)
-	}
-	msg := &messages.ToolMessage{Role: "tool", ToolCallId: r.CallId, Status: string(toolkit.StatusSkipped), Content: skippedText(reason)}
-	if a.cfg.Redactor != nil {
-		msg.Content = a.cfg.Redactor.Redact(msg.Content)
-	}
-	rec, err := a.store.SettleApproval(ctx, a.session, r.CallId, msg)
-	if err != nil {
-		return &approvalTaken{status: a.refusal(ctx, r.CallId, err), last: last, err: ignoreRefusal(err)}
-	}
-	return &approvalTaken{status: confirmAccepted, approval: ap, rec: rec, last: last}
-}
-
-// peekApproval looks for the approval a stored answer names.
-func (a *commitActor) peekApproval(m *peekApproval) *approvalPeeked {
-	ctx, cancel := a.storeCtx()
-	defer cancel()
-	out := &approvalPeeked{reply: m.reply, sender: m.sender}
-	as, err := a.store.Approvals(ctx, a.session)
-	if err != nil {
-		return out // the job reports the store's failure
-	}
-	for _, ap := range as {
-		if ap.CallID != m.reply.CallId {
-			continue
-		}
-		switch {
-		case ap.ArgsHash != m.reply.ArgsHash:
-			out.status = confirmMismatch
-		case ap.Claimed:
-			out.status = confirmAlreadyAnswered
-		}
-		return out
-	}
-	out.status = a.refusal(ctx, m.reply.CallId, cachestore.ErrNotFound)
-	return out
-}
-
-// refusal is the ConfirmAck status of a store's refusal to take an
-// approval: an approval that is gone was answered when its call is
-// committed settled, and never existed otherwise.
-func (a *commitActor) refusal(ctx context.Context, callID string, err error) string {
-	switch {
-	case errors.Is(err, cachestore.ErrArgsMismatch):
-		return confirmMismatch
-	case errors.Is(err, cachestore.ErrAlreadySettled):
-		return confirmAlreadyAnswered
-	case errors.Is(err, cachestore.ErrNotFound):
-		// A probe that changes nothing (no status is pending): it tells
-		// a committed call from an unknown one.
-		_, perr := a.store.AmendToolMessage(ctx, a.session, callID, nil, &messages.ToolMessage{})
-		if errors.Is(perr, cachestore.ErrAlreadySettled) {
-			return confirmAlreadyAnswered
-		}
-		return confirmNotFound
-	}
-	return ""
-}
-
-// ignoreRefusal drops the errors refusal turns into a status.
-func ignoreRefusal(err error) error {
-	if errors.Is(err, cachestore.ErrArgsMismatch) || errors.Is(err, cachestore.ErrAlreadySettled) || errors.Is(err, cachestore.ErrNotFound) {
-		return nil
-	}
-	return err
-}
-
-// settleApproval amends an approved call's message with its result.
-func (a *commitActor) settleApproval(m *settleApproval) *approvalSettled {
-	ctx, cancel := a.storeCtx()
-	defer cancel()
-	rec, err := a.store.SettleApproval(ctx, a.session, m.callID, m.msg)
-	return &approvalSettled{rec: rec, err: err}
-}
-
-// endRunApprovals settles the deferred approvals of a run that ends
-// skipped (an answer afterwards is refused as already answered) and emits
-// their tool_result events.
-func (a *commitActor) endRunApprovals(ctx context.Context, run string) error {
-	if err := a.loaded(ctx); err != nil {
-		return err
-	}
-	as, err := a.store.Approvals(ctx, a.session)
-	if err != nil {
-		return err
-	}
-	for _, ap := range as {
-		if ap.Run != run || ap.Claimed {
-			continue
-		}
-		msg := &messages.ToolMessage{Role: "tool", ToolCallId: ap.CallID, Status: string(toolkit.StatusSkipped),
-			Content: skippedText("the run ended before anyone answered its request for approval")}
-		rec, err := a.store.SettleApproval(ctx, a.session, ap.CallID, msg)
-		if errors.Is(err, cachestore.ErrAlreadySettled) || errors.Is(err, cachestore.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		a.cfg.Observer.CallDone(ap.Tool, msg.Status)
-		em := approvalEmitter(&a.cfg.Config, ap, a.st.next-1)
-		emitApprovalResult(em, rec, ap.CallID)
-	}
-	return nil
-}
-
 // approvalEmitter stamps the events of an answered approval: its run and
 // turn, sequence numbers after the session's last turn's.
 func approvalEmitter(cfg *Config, ap *cachestore.Approval, last int64) *emitter {
@@ -273,8 +107,8 @@ func emitApprovalResult(em *emitter, rec *messages.TurnRecord, callID string) {
 }
 
 // approvalActor carries one answer to a deferred approval through: take
-// it, answer the requester, run the call when approved, settle it, emit
-// its events, and tell its session it is done.
+// it, answer the requester, run the call when approved (on a pool of its
+// own), settle it, emit its tool_result, and tell its session it is done.
 type approvalActor struct {
 	cfg     *shared
 	session string
@@ -285,9 +119,9 @@ type approvalActor struct {
 	acked    bool
 	ap       *cachestore.Approval
 	em       *emitter
-	text     callText
+	tr       *turnTrace // nil when tracing is off
+	pool     *actor.PID // running the approved call; nil before and without one
 	cancel   context.CancelFunc
-	overdue  *time.Timer
 	finished bool // the call's outcome is recorded; later ones are dropped
 }
 
@@ -297,12 +131,8 @@ func (a *approvalActor) Receive(ctx actor.Context) {
 		ctx.Request(a.commit, &takeApproval{reply: a.reply})
 	case *approvalTaken:
 		a.taken(ctx, m)
-	case *approvalRan:
-		a.ran(ctx, m.o)
-	case *approvalOverdue:
-		p := a.plan()
-		a.ran(ctx, &callOutcome{msg: toolMsg(p, toolkit.StatusTimeout, fmt.Sprintf(
-			"timed out after %s: the tool did not stop at its timeout and was abandoned", p.tool.EffectiveTimeout()))})
+	case *poolDone:
+		a.ran(ctx, m.outcomes[0])
 	case *approvalSettled:
 		a.settled(ctx, m)
 	case *messages.ConfirmReply:
@@ -315,15 +145,23 @@ func (a *approvalActor) Receive(ctx actor.Context) {
 		if a.cancel != nil {
 			a.cancel()
 		}
+		if a.pool != nil {
+			ctx.Send(a.pool, m)
+		}
 	case *actor.Stopping:
 		a.ack(ctx, confirmClosed)
-		if a.overdue != nil {
-			a.overdue.Stop()
-		}
 		if a.cancel != nil {
 			a.cancel()
 		}
+		a.tr.end(&messages.TurnResult{Error: "stopped"})
 	}
+}
+
+// HandleFailure: a failure of the pool (not of the call, which the pool
+// supervises) is a failure of the job; the session, its supervisor, stops
+// it.
+func (a *approvalActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, _ *actor.PID, _ *actor.RestartStatistics, reason any, msg any) {
+	sup.EscalateFailure(reason, msg)
 }
 
 // ack answers the requester once.
@@ -363,7 +201,7 @@ func (a *approvalActor) taken(ctx actor.Context, m *approvalTaken) {
 	a.start(ctx)
 }
 
-// plan is the approved call as pass 2 runs it.
+// plan is the approved call as pass 2 runs it: the turn's only call.
 func (a *approvalActor) plan() *callPlan {
 	p := &callPlan{id: a.ap.CallID, name: a.ap.Tool, argsHash: a.ap.ArgsHash, dupOf: -1, boundState: a.ap.State}
 	if t, ok := a.cfg.Registry.Lookup(a.ap.Tool); ok {
@@ -375,77 +213,73 @@ func (a *approvalActor) plan() *callPlan {
 	return p
 }
 
-// start runs the approved call off the actor's goroutine.
+// start hands the approved call to a pool of its own, or settles it at
+// once when it may not run.
 func (a *approvalActor) start(ctx actor.Context) {
 	p := a.plan()
-	if reason := a.lowered(); reason != "" {
-		a.ran(ctx, &callOutcome{msg: toolMsg(p, toolkit.StatusSkipped, skippedText(reason))})
+	if reason := a.cfg.answerRefusal(a.ap.Ceiling, a.ap.Tool); reason != "" {
+		a.notRun(ctx, toolMsg(p, toolkit.StatusSkipped, skippedText(reason)))
 		return
 	}
 	if p.tool.Handler == nil {
-		a.ran(ctx, &callOutcome{msg: toolMsg(p, toolkit.StatusUnknownTool,
-			fmt.Sprintf("%s is no longer available; the approved call did not run.", p.name))})
+		a.notRun(ctx, toolMsg(p, toolkit.StatusUnknownTool, fmt.Sprintf("%s is no longer available; the approved call did not run.", p.name)))
 		return
 	}
 	args, err := toolkit.ParseArgs(string(a.ap.Arguments), a.cfg.Limits)
 	if err != nil || args.Hash() != a.ap.ArgsHash {
-		a.ran(ctx, &callOutcome{msg: toolMsg(p, toolkit.StatusError, "the approved arguments could not be read back; the call did not run.")})
+		a.notRun(ctx, toolMsg(p, toolkit.StatusError, "the approved arguments could not be read back; the call did not run."))
 		return
 	}
 	p.args = args
 	view, err := a.cfg.view(defaultProvider, nil, nil)
 	if err != nil {
-		a.ran(ctx, &callOutcome{msg: toolMsg(p, toolkit.StatusError, "the tools could not be listed; the call did not run.")})
+		a.notRun(ctx, toolMsg(p, toolkit.StatusError, "the tools could not be listed; the call did not run."))
 		return
 	}
+	var member string
+	if a.cfg.member {
+		member = ctx.ActorSystem().Address()
+	}
+	a.tr = startTurnTrace(&a.cfg.Config, a.session, a.ap.Run, defaultProvider, &messages.DispatchTurn{
+		Traceparent: a.reply.Traceparent, Tracestate: a.reply.Tracestate,
+		Message: &messages.AssistantMessage{ToolCalls: []*messages.ToolCall{{Id: p.id}}}}, member)
+	a.tr.numbered(a.ap.Turn)
+	a.tr.startExecute(1)
 	in := &poolInput{cfg: a.cfg, em: a.em, view: view, session: a.session, run: a.ap.Run, turn: a.ap.Turn,
-		commit: a.commit, log: a.cfg.Logger}
+		commit: a.commit, tr: a.tr, log: a.tr.logger(a.cfg.Logger)}
 	rctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
-	a.em.call(EventToolCallStart, p.id, p.name)
-	self, sys := ctx.Self(), ctx.ActorSystem()
-	a.overdue = time.AfterFunc(p.tool.EffectiveTimeout()+a.cfg.WatchdogGrace, func() { sys.Root.Send(self, &approvalOverdue{}) })
-	text := &a.text
-	go func() {
-		sys.Root.Send(self, &approvalRan{o: runApproved(in, rctx, p, text)})
-	}()
+	a.pool = ctx.Spawn(coordinatorProps(func() actor.Actor { return newPoolActor(in) }))
+	// No intent: the claim is the call's intent record.
+	ctx.Send(a.pool, &runCalls{ctx: rctx, plans: []*callPlan{p}})
 }
 
-// lowered is why the dispatcher's policy now forbids the approved call,
-// empty when it allows it: an approval outlives the process that asked
-// it, and an operator who restarted with a lower ceiling (none) or with
-// the tool excluded has it skipped, as a turn asking it now would.
-func (a *approvalActor) lowered() string {
-	if LowerApproval(a.ap.Ceiling, a.cfg.MaxApprove) == ApproveNone {
-		return notApprovedText(&a.cfg.Config)
-	}
-	if slices.Contains(a.cfg.Exclude, a.ap.Tool) {
-		return "the operator excluded " + a.ap.Tool + " after the call asked"
-	}
-	return ""
+// notRun settles an approved call that did not start: its closing events,
+// as the pool would emit them, then its commit.
+func (a *approvalActor) notRun(ctx actor.Context, m *messages.ToolMessage) {
+	var text callText
+	a.em.closeCall(&text, m)
+	a.ran(ctx, &callOutcome{msg: m})
 }
 
-// runApproved runs the call as a call actor would; a panic is its error.
-func runApproved(in *poolInput, ctx context.Context, p *callPlan, text *callText) (o *callOutcome) {
-	defer func() {
-		if r := recover(); r != nil {
-			in.log.Error().Str("session", in.session).Str("tool", p.name).Str("call", p.id).Msg("tool panicked")
-			o = &callOutcome{msg: toolMsg(p, toolkit.StatusError, fmt.Sprintf("the tool panicked: %v", r))}
-		}
-	}()
-	return (&callActor{in: in, turnCtx: ctx}).run(p, text, nil)
-}
-
-// ran records the call's outcome once and has it committed.
+// ran has the call's outcome committed, once, as a turn commits its
+// calls: redacted, with its next: line.
 func (a *approvalActor) ran(ctx actor.Context, o *callOutcome) {
 	if a.finished {
 		return
 	}
 	a.finished = true
-	if a.overdue != nil {
-		a.overdue.Stop()
+	if o == nil {
+		o = &callOutcome{msg: toolMsg(a.plan(), toolkit.StatusError, "internal error: the call produced no result")}
 	}
-	a.em.closeCall(&a.text, o.msg)
+	if m := o.msg; m.Injected != "" {
+		a.cfg.Observer.Injected(m.Name, m.Injected)
+	}
+	if r := a.cfg.Redactor; r != nil {
+		o.msg.Content = r.Redact(o.msg.Content)
+	}
+	withNext(o.msg)
+	a.tr.startCommit(1)
 	ctx.Request(a.commit, &settleApproval{callID: a.ap.CallID, msg: o.msg})
 }
 
@@ -455,6 +289,8 @@ func (a *approvalActor) settled(ctx actor.Context, m *approvalSettled) {
 		// outcome_unknown.
 		a.cfg.Logger.Error().Err(m.err).Str("session", a.session).Str("call", a.ap.CallID).
 			Msg("committing an approved call's result failed; it will read outcome_unknown")
+		a.tr.end(&messages.TurnResult{Error: m.err.Error()})
+		a.tr = nil
 		ctx.Send(ctx.Parent(), &turnFinished{pid: ctx.Self(), failed: true})
 		ctx.Stop(ctx.Self())
 		return
@@ -464,6 +300,8 @@ func (a *approvalActor) settled(ctx actor.Context, m *approvalSettled) {
 			a.cfg.Observer.CallDone(a.ap.Tool, tm.Status)
 		}
 	}
+	a.tr.end(&messages.TurnResult{Turn: a.ap.Turn, Messages: []*messages.ToolMessage{{}}})
+	a.tr = nil
 	emitApprovalResult(a.em, m.rec, a.ap.CallID)
 	a.done(ctx)
 }

@@ -72,7 +72,7 @@ func Spawn(root *actor.RootContext, cfg Config) (*Dispatcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	props := actor.PropsFromProducer(func() actor.Actor { return newDispatcherActor(sh) },
+	props := sh.props(func() actor.Actor { return newDispatcherActor(sh) },
 		actor.WithSupervisor(sessionSupervisor))
 	pid := root.SpawnPrefix(props, "tooldispatch")
 	return newDispatcher(root, sh, &localRouter{root: root, pid: pid}, pid), nil
@@ -94,7 +94,7 @@ func NewRouted(sys *actor.ActorSystem, cfg Config, route func(sessions *actor.Pr
 	}
 	sh.member = true
 	sh.drain = newDrainBoard()
-	props := actor.PropsFromProducer(func() actor.Actor { return newHostedSession(sh) },
+	props := sh.props(func() actor.Actor { return newHostedSession(sh) },
 		actor.WithSupervisor(sessionSupervisor), actor.WithReceiverMiddleware(deferRebalance))
 	r, err := route(props)
 	if err != nil {
@@ -431,6 +431,7 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	if d.system != nil && !d.system.IsStopped() {
 		d.system.Shutdown()
 	}
+	d.cfg.workers.close()
 	return err
 }
 

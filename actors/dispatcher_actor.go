@@ -186,7 +186,7 @@ func (a *dispatcherActor) start(ctx actor.Context, e *sessionEntry) {
 		st = &sessionState{}
 	}
 	e.state = nil
-	e.pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newChildSession(cfg, session, st) }))
+	e.pid = ctx.Spawn(cfg.props(func() actor.Actor { return newChildSession(cfg, session, st) }))
 	e.forwarded = 0
 	a.byPID[e.pid.Id] = e
 }

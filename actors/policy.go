@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/tooldispatch/tooldispatch/messages"
 )
@@ -85,4 +86,22 @@ func mergeNames(lists ...[]string) []string {
 		}
 	}
 	return out
+}
+
+// answerRefusal is why the dispatcher's policy no longer lets an approved
+// deferred call of tool run, asked under ceiling (the turn's settled
+// approve), or "" when it does. An approval outlives the process that
+// asked it: the policy of the process that answers is asked again, by the
+// same rules settle applies to a turn (approval lowered to every ceiling,
+// exclusions merged), so an operator who restarted with a lower ceiling
+// (none) or with the tool excluded has the call skipped, as a turn asking
+// it now would be.
+func (cfg *shared) answerRefusal(ceiling, tool string) string {
+	if approve, _ := cfg.approval(Policy{}, ceiling); approve == ApproveNone {
+		return notApprovedText(&cfg.Config)
+	}
+	if slices.Contains(mergeNames(cfg.Exclude), tool) {
+		return "the operator excluded " + tool + " after the call asked"
+	}
+	return ""
 }

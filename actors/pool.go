@@ -153,19 +153,10 @@ func (a *poolActor) Receive(ctx actor.Context) {
 	}
 }
 
+// segments are pass 2's segments of a turn's executable calls (the rule
+// is toolkit.Segments, which the bench's bare dispatcher follows too).
 func segments(plans []*callPlan) [][]*callPlan {
-	var segs [][]*callPlan
-	for i := 0; i < len(plans); {
-		j := i + 1
-		if plans[i].tool.Concurrent {
-			for j < len(plans) && plans[j].tool.Concurrent {
-				j++
-			}
-		}
-		segs = append(segs, plans[i:j])
-		i = j
-	}
-	return segs
+	return toolkit.Segments(plans, func(p *callPlan) bool { return p.tool.Concurrent })
 }
 
 // nextSegment persists the intent for the next segment, then starts it.
@@ -179,6 +170,13 @@ func (a *poolActor) nextSegment(ctx actor.Context) {
 	if a.canceled || a.ctx.Err() != nil {
 		a.notStarted(seg, toolkit.StatusCanceled, "canceled: the turn was canceled before this call started; it did not run.")
 		a.nextSegment(ctx)
+		return
+	}
+	if a.intent == nil {
+		// No intent record to write (an approved deferred call: its
+		// claim is its intent).
+		a.writing = seg
+		a.intentWritten(ctx, nil)
 		return
 	}
 	in := *a.intent
@@ -252,7 +250,7 @@ func (a *poolActor) start(ctx actor.Context, p *callPlan) {
 		a.idle = a.idle[:n-1]
 	} else {
 		in, turnCtx := a.in, a.ctx
-		r.pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		r.pid = ctx.Spawn(a.in.cfg.props(func() actor.Actor {
 			return &callActor{in: in, turnCtx: turnCtx}
 		}))
 	}

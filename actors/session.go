@@ -220,7 +220,7 @@ func (a *session) enqueue(ctx actor.Context, msg any) {
 // session's state: the session keeps no reference to it.
 func (a *session) startCommit(ctx actor.Context, st *sessionState) {
 	cfg, id := a.cfg, a.id
-	a.commit = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+	a.commit = ctx.Spawn(cfg.props(func() actor.Actor {
 		return newCommitActor(cfg, id, st)
 	}))
 }
@@ -265,7 +265,7 @@ func (a *session) pump(ctx actor.Context) {
 		// An answer to a deferred approval: a job that may run a call, so
 		// an actor of its own, like a turn.
 		cfg, id, commit, sender := a.cfg, a.id, a.commit, q.sender
-		pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		pid := ctx.Spawn(cfg.props(func() actor.Actor {
 			return &approvalActor{cfg: cfg, session: id, commit: commit, reply: m, sender: sender}
 		}))
 		a.current = &runningTurn{pid: pid, sender: sender, cancel: func() {}}
@@ -279,7 +279,7 @@ func (a *session) pump(ctx actor.Context) {
 		// actor's reply came, at times this one (while the turn's start
 		// was still being handled here), which then took no cancellation
 		// until pass 1 was over.
-		pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		pid := ctx.Spawn(cfg.props(func() actor.Actor {
 			return newTurnActor(cfg, id, commit, m, sender, tctx, tcancel)
 		}))
 		a.current = &runningTurn{requestID: m.RequestID(), pid: pid, sender: sender, cancel: tcancel}

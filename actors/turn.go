@@ -174,7 +174,7 @@ func (a *turnActor) startPreflight(ctx actor.Context) {
 	// Off the synchronized dispatcher: after a wait (an answer, a stamp)
 	// the rest of pass 1 runs on the preflight's own goroutine, not on the
 	// goroutine of whoever sent the answer (the session actor, for one).
-	a.preflight = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return waiting }))
+	a.preflight = ctx.Spawn(a.cfg.props(func() actor.Actor { return waiting }))
 }
 
 func (a *turnActor) preflightDone(ctx actor.Context, m *preflightDone) {

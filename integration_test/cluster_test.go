@@ -223,6 +223,7 @@ type clusterSetup struct {
 	env        []string // more environment variables
 	token      string   // the members' --token (the warm-up turns send it)
 	config     string   // a configuration file the members share; [cluster] TLS keys are added to it
+	pg         string   // the PostgreSQL URL; empty: a throwaway server of the test's own (pgServer)
 }
 
 // clusterCerts makes the mutual TLS certificates of n members on
@@ -287,7 +288,10 @@ func startClusterWith(t *testing.T, n int, ws string, cs clusterSetup) ([]*membe
 		}
 		membership = []string{"--etcd", startEtcd(t, certs)}
 	}
-	pg := pgServer(t)
+	pg := cs.pg
+	if pg == "" {
+		pg = pgServer(t)
+	}
 	ports := freePorts(t, 3*n)
 	var peers []string
 	for i := 0; i < n; i++ {

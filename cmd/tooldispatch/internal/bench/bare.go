@@ -85,13 +85,14 @@ func (b *Bare) Dispatch(ctx context.Context, t *messages.DispatchTurn) error {
 	intent := &cachestore.Intent{Session: t.Session, Turn: turn, Run: t.Run, Assistant: t.Message,
 		Decided: map[int]*messages.ToolMessage{}, Names: names, IDs: ids}
 	sem := make(chan struct{}, b.limit)
-	for i := 0; i < len(plans); {
-		j := i + 1
-		if plans[i].tool != nil && plans[i].tool.Concurrent {
-			for j < len(plans) && plans[j].tool != nil && plans[j].tool.Concurrent {
-				j++
-			}
-		}
+	idx := make([]int, len(plans))
+	for i := range idx {
+		idx[i] = i
+	}
+	// The segments of pass 2, by the dispatcher's own rule (a call that
+	// cannot run is a segment of its own, which writes no intent).
+	for _, segIdx := range toolkit.Segments(idx, func(k int) bool { return plans[k].tool != nil && plans[k].tool.Concurrent }) {
+		i, j := segIdx[0], segIdx[len(segIdx)-1]+1
 		seg := plans[i:j]
 		runnable := false
 		for k := i; k < j; k++ {
@@ -120,7 +121,6 @@ func (b *Bare) Dispatch(ctx context.Context, t *messages.DispatchTurn) error {
 			}()
 		}
 		wg.Wait()
-		i = j
 	}
 	msgs := make([]*messages.ToolMessage, len(plans))
 	var dedup []*cachestore.DedupEntry

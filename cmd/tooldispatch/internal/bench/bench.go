@@ -161,6 +161,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		fn   func(context.Context) error
 	}{
 		{"no-op turns", r.noop},
+		{"one-call turns", r.oneCall},
+		{"4-call turns", r.fourCall},
 		{"preflight", r.preflight},
 		{"makespan", r.makespan},
 		{"mixed turns", r.mixed},

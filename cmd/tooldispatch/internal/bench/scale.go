@@ -14,6 +14,9 @@ import (
 // Workload names shared by the rows and the targets.
 const (
 	wNoop         = "no-op 100-call turn"
+	wOneNoop      = "no-op one-call turn"
+	wOneCalc      = "calculate one-call turn"
+	wFour         = "mixed 4-call turn (3 concurrent, 1 sequential)"
 	wBigTurn      = "no-op 4 096-call turn"
 	wSessions     = "64 sessions in parallel, no fsync"
 	wSessionsSync = "64 sessions in parallel, fsync"

@@ -23,6 +23,7 @@ import (
 	"github.com/tooldispatch/tooldispatch/cachestore/badger"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
 	"github.com/tooldispatch/tooldispatch/toolkit/web"
 )
 
@@ -30,9 +31,15 @@ import (
 const NoopSchema = `{"type":"object","properties":{"i":{"type":"integer"},"ms":{"type":"integer"}},"required":["i"],"additionalProperties":false}`
 
 // Registry returns the tools of the workloads: noop (concurrent), noop_seq
-// (sequential) and sleep (concurrent, sleeps "ms" milliseconds).
+// (sequential), sleep (concurrent, sleeps "ms" milliseconds) and the
+// built-in calculate (concurrent).
 func Registry() *toolkit.Registry {
 	reg := toolkit.NewRegistry()
+	for _, t := range builtin.Tools(builtin.Deps{}) {
+		if t.Name == calculate {
+			reg.Register(t)
+		}
+	}
 	ok := func(context.Context, *toolkit.Call) (toolkit.Result, error) {
 		return toolkit.Result{Content: "ok"}, nil
 	}
@@ -52,13 +59,20 @@ func Registry() *toolkit.Registry {
 	return reg
 }
 
+// calculate is the built-in tool of the one-call and 4-call workloads.
+const calculate = "calculate"
+
 // Turn builds a turn of calls named by tools (one entry per call) with
-// distinct arguments seeded by seq, so de-duplication never shortens it.
+// distinct arguments seeded by seq, so de-duplication never shortens it
+// (calculate gets the expression "x * 3" with a distinct x).
 func Turn(session string, seq int, tools []string, ms int) *messages.DispatchTurn {
 	calls := make([]*messages.ToolCall, len(tools))
 	for i, name := range tools {
 		args := `{"i":` + strconv.Itoa(seq*len(tools)+i) + `}`
-		if ms > 0 {
+		switch {
+		case name == calculate:
+			args = `{"expression":"` + strconv.Itoa(seq*len(tools)+i) + ` * 3"}`
+		case ms > 0:
 			args = `{"i":` + strconv.Itoa(seq*len(tools)+i) + `,"ms":` + strconv.Itoa(ms) + `}`
 		}
 		calls[i] = &messages.ToolCall{Id: "c" + strconv.Itoa(i), Type: "function", Function: &messages.FunctionCall{Name: name, Arguments: args}}
@@ -86,6 +100,12 @@ type system struct {
 // openSystem starts system kind (SysBadger, SysMemory or SysBare) with a
 // fresh store; fsync selects SyncWrites for Badger.
 func openSystem(kind string, fsync bool, limit int, idle time.Duration) (*system, error) {
+	return openSystemWith(kind, fsync, limit, idle, nil)
+}
+
+// openSystemWith is openSystem with the dispatcher's view of the store
+// wrapped by wrap (nil: not wrapped); system.store stays the store itself.
+func openSystemWith(kind string, fsync bool, limit int, idle time.Duration, wrap func(cachestore.Store) cachestore.Store) (*system, error) {
 	var store cachestore.Store
 	var dir string
 	if kind == SysMemory {
@@ -107,11 +127,15 @@ func openSystem(kind string, fsync bool, limit int, idle time.Duration) (*system
 		}
 	}
 	reg := Registry()
+	seen := store
+	if wrap != nil {
+		seen = wrap(store)
+	}
 	if kind == SysBare {
-		b := NewBare(reg, store, limit)
+		b := NewBare(reg, seen, limit)
 		return &system{name: kind, dispatch: b.Dispatch, close: closeStore, store: store}, nil
 	}
-	d, err := actors.New(actors.Config{Registry: reg, Store: store, MaxConcurrency: limit, SessionIdle: idle})
+	d, err := actors.New(actors.Config{Registry: reg, Store: seen, MaxConcurrency: limit, SessionIdle: idle})
 	if err != nil {
 		closeStore()
 		return nil, err
@@ -143,12 +167,23 @@ func (r *runner) pick(full, quick int) int {
 
 // perCall runs turns built by mk on each of a, b, c and adds µs per call.
 func (r *runner) perCall(ctx context.Context, workload string, turns int, mk func(seq int) *messages.DispatchTurn) error {
+	return r.measureTurns(ctx, workload, "µs/call", turns, mk)
+}
+
+// perTurn runs turns built by mk on each of a, b, c and adds µs per turn.
+func (r *runner) perTurn(ctx context.Context, workload string, turns int, mk func(seq int) *messages.DispatchTurn) error {
+	return r.measureTurns(ctx, workload, "µs/turn", turns, mk)
+}
+
+// measureTurns runs turns built by mk on each of a, b, c, in one session,
+// one after another, and adds the time per call or per turn (unit).
+func (r *runner) measureTurns(ctx context.Context, workload, unit string, turns int, mk func(seq int) *messages.DispatchTurn) error {
 	for _, kind := range []string{SysBadger, SysMemory, SysBare} {
 		s, err := openSystem(kind, false, 3, 0)
 		if err != nil {
 			return err
 		}
-		row := Row{Workload: workload, System: kind, Unit: "µs/call"}
+		row := Row{Workload: workload, System: kind, Unit: unit}
 		var perCall, perTurn []float64
 		seq := 0
 		warm := mk(seq)
@@ -164,6 +199,10 @@ func (r *runner) perCall(ctx context.Context, workload string, turns int, mk fun
 				seq++
 			}
 			n := len(in[0].Message.ToolCalls) * turns
+			per := n
+			if unit == "µs/turn" {
+				per = turns
+			}
 			runtime.GC()
 			m0 := mallocs()
 			t0 := time.Now()
@@ -173,7 +212,7 @@ func (r *runner) perCall(ctx context.Context, workload string, turns int, mk fun
 					return err
 				}
 			}
-			row.Rounds = append(row.Rounds, float64(time.Since(t0).Nanoseconds())/float64(n)/1e3)
+			row.Rounds = append(row.Rounds, float64(time.Since(t0).Nanoseconds())/float64(per)/1e3)
 			a := float64(mallocs() - m0)
 			perCall = append(perCall, a/float64(n))
 			perTurn = append(perTurn, a/float64(turns))
@@ -188,6 +227,31 @@ func (r *runner) perCall(ctx context.Context, workload string, turns int, mk fun
 func (r *runner) noop(ctx context.Context) error {
 	return r.perCall(ctx, wNoop, r.pick(200, 20), func(seq int) *messages.DispatchTurn {
 		return Turn("noop", seq, repeat("noop", 100), 0)
+	})
+}
+
+// oneCall runs one-call turns of noop and of calculate: the fixed cost of
+// a turn, which most turns an agent sends (one to four calls) pay.
+func (r *runner) oneCall(ctx context.Context) error {
+	turns := r.pick(2000, 200)
+	if err := r.perTurn(ctx, wOneNoop, turns, func(seq int) *messages.DispatchTurn {
+		return Turn("one-noop", seq, []string{"noop"}, 0)
+	}); err != nil {
+		return err
+	}
+	return r.perTurn(ctx, wOneCalc, turns, func(seq int) *messages.DispatchTurn {
+		return Turn("one-calc", seq, []string{calculate}, 0)
+	})
+}
+
+// FourCallTools are the calls of the 4-call mixed turn: three concurrent
+// (noop, calculate, noop: one segment) and a sequential one (a segment of
+// its own), as a turn that reads a few things and then changes one.
+var FourCallTools = []string{"noop", calculate, "noop", "noop_seq"}
+
+func (r *runner) fourCall(ctx context.Context) error {
+	return r.perTurn(ctx, wFour, r.pick(1000, 100), func(seq int) *messages.DispatchTurn {
+		return Turn("four", seq, FourCallTools, 0)
 	})
 }
 
@@ -568,6 +632,9 @@ func targets(rep *Report) []Target {
 	if !serviceOnly {
 		// Actors for free.
 		relative("no-op: (a) ≤ 1.10 × (c)", wNoop, SysBadger, wNoop, SysBare, 1.10, true, "µs/call")
+		relative("one-call no-op turn: (a) ≤ 1.15 × (c)", wOneNoop, SysBadger, wOneNoop, SysBare, 1.15, true, "µs/turn")
+		relative("one-call calculate turn: (a) ≤ 1.15 × (c)", wOneCalc, SysBadger, wOneCalc, SysBare, 1.15, true, "µs/turn")
+		relative("4-call mixed turn: (a) ≤ 1.15 × (c)", wFour, SysBadger, wFour, SysBare, 1.15, true, "µs/turn")
 		relative("64 sessions, no fsync: (a) ≥ 0.85 × (c)", wSessions, SysBadger, wSessions, SysBare, 0.85, false, "calls/s")
 		relative("64 sessions, fsync: (a) ≥ 0.85 × (c)", wSessionsSync, SysBadger, wSessionsSync, SysBare, 0.85, false, "calls/s")
 		relative("100 000 sessions: (a) ≥ 0.85 × (c)", wMany, SysBadger, wMany, SysBare, 0.85, false, "calls/s")
