@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -108,16 +107,7 @@ func TestCrashLoopWriter(t *testing.T) {
 		fmt.Fprintf(os.Stderr, "open: %v\n", err)
 		os.Exit(3)
 	}
-	var mu sync.Mutex
-	say := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(os.Stdout, format+"\n", args...)
-	}
-	fail := func(err error) {
-		fmt.Fprintf(os.Stderr, "writer: %v\n", err)
-		os.Exit(4)
-	}
+	say, fail := writerOutput()
 	say("OPEN")
 	ctx := context.Background()
 	for i := range loopSessions {
