@@ -246,7 +246,9 @@ func (a *approvalActor) start(ctx actor.Context) {
 	a.tr.numbered(a.ap.Turn)
 	a.tr.startExecute(1)
 	in := &poolInput{cfg: a.cfg, em: a.em, view: view, session: a.session, run: a.ap.Run, turn: a.ap.Turn,
-		commit: a.commit, tr: a.tr, log: a.tr.logger(a.cfg.Logger)}
+		commit: a.commit, tr: a.tr, log: a.tr.logger(a.cfg.Logger),
+		// The call's turn has ended: nobody is waiting on it to answer.
+		nobody: true}
 	rctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	a.pool = ctx.Spawn(coordinatorProps(func() actor.Actor { return newPoolActor(in) }))

@@ -80,7 +80,7 @@ func (a *callActor) run(p *callPlan, text *callText, span trace.Span) *callOutco
 	c := &toolkit.Call{
 		Session: a.in.session, Run: a.in.run, Turn: a.in.turn, ID: p.id, Name: p.name, Args: p.args, View: a.in.view,
 		Emit:     func(piece string) { em.text(text, p.id, p.name, piece) },
-		Ask:      a.in.cfg.board.asker(em, a.in.session, p.id, p.name, a.in.cfg.ConfirmTimeout),
+		Ask:      a.in.cfg.board.asker(em, a.in.session, p.id, p.name, a.in.cfg.ConfirmTimeout, a.in.nobody || a.in.cfg.NobodyAnswers),
 		Redactor: a.in.cfg.Redactor,
 	}
 	var res toolkit.Result

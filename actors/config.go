@@ -144,6 +144,14 @@ type Config struct {
 	// events are sent and Confirm is not used for them. Nil: the
 	// tool_confirm event and Confirm.
 	Approver Approver
+	// NobodyAnswers: no person answers this dispatcher's questions
+	// (tooldispatch run, or a service with no route for answers): a
+	// question a call asks (ask_user, store_secret, an MCP server's
+	// request for input) fails at once with toolkit.ErrNobodyToAsk
+	// instead of waiting; a request for input is still announced by its
+	// elicitation event, marked declined. A call run after its turn has
+	// ended (an approved deferred call) is treated so whatever this says.
+	NobodyAnswers bool
 	// ConfirmTimeout is how long a confirmation waits for an answer.
 	ConfirmTimeout time.Duration
 	// SessionIdle is how long a session without work keeps its loaded

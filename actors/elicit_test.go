@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
@@ -103,5 +104,67 @@ func TestElicitationWaitsAtMostTheConfirmTimeout(t *testing.T) {
 	r := h.dispatch(turn("s1", "r1", call("a1", "mcp__srv__ask", `{}`)))
 	if got, want := r.Messages[0].Content, fmt.Sprint("declined: ", toolkit.ErrNobodyToAsk); got != want {
 		t.Errorf("with nobody listening: %q, want %q", got, want)
+	}
+}
+
+// TestElicitationAfterTheTurnIsDeclinedAtOnce: a deferred call approved
+// after its turn ended asks for input: nobody waits on that turn, so the
+// request is declined at once (its event still sent, marked declined)
+// and the call ends with its own result (run's NobodyAnswers:
+// cmd/tooldispatch TestRunMCPElicitationIsDeclined).
+func TestElicitationAfterTheTurnIsDeclinedAtOnce(t *testing.T) {
+	events := make(chan *messages.Event, 64)
+	cfg := Config{Registry: toolkit.NewRegistry(), Store: cachestore.NewMemory(), ConfirmTimeout: time.Hour,
+		Events: func(e *messages.Event) { events <- e }}
+	cfg.Registry.Register(toolkit.Tool{Name: "mcp__srv__ask", Description: "Asks, and changes things.", Schema: json.RawMessage(objSchema),
+		Source: toolkit.SourceMCP,
+		Handler: func(ctx context.Context, c *toolkit.Call) (toolkit.Result, error) {
+			_, err := c.Ask(ctx, toolkit.Question{Kind: toolkit.QuestionElicit, Text: "Pick a number.", Schema: []byte(`{"type":"object"}`),
+				Note: `Asked by MCP server "srv".`})
+			return toolkit.Result{Content: fmt.Sprint("own result; asked: ", err)}, nil
+		}})
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := d.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	ctx := context.Background()
+	tr := turn("s", "r", call("a1", "mcp__srv__ask", `{}`))
+	tr.Approve, tr.Confirm = ApproveAsk, ConfirmDefer
+	r, err := d.Dispatch(ctx, tr)
+	if err != nil || r.Messages[0].Status != string(toolkit.StatusAwaitingApproval) {
+		t.Fatalf("the deferred turn: %v, %v", r, err)
+	}
+	var hash string
+	for hash == "" {
+		if e := <-events; e.Kind == EventToolConfirm {
+			hash = e.ArgsHash
+		}
+	}
+	if _, err := d.Confirm(ctx, &messages.ConfirmReply{Session: "s", CallId: "a1", ArgsHash: hash, Approve: true}); err != nil {
+		t.Fatal(err)
+	}
+	var elicit, result *messages.Event
+	for result == nil {
+		switch e := <-events; e.Kind {
+		case toolkit.QuestionElicit:
+			elicit = e
+		case EventToolResult:
+			if e.Status != string(toolkit.StatusAwaitingApproval) {
+				result = e
+			}
+		}
+	}
+	if elicit == nil || elicit.Status != ElicitDeclined || !strings.Contains(elicit.Note, `MCP server "srv"`) || !strings.Contains(elicit.Note, "nobody can answer") {
+		t.Errorf("elicitation event %+v; want it sent, marked declined, saying why", elicit)
+	}
+	if want := fmt.Sprint("own result; asked: ", toolkit.ErrNobodyToAsk); result.Status != string(toolkit.StatusOK) || !strings.Contains(result.Text, want) {
+		t.Errorf("the approved call: %s %q; want ok with %q", result.Status, result.Text, want)
 	}
 }

@@ -51,6 +51,10 @@ type poolInput struct {
 	followers map[int][]int
 	tr        *turnTrace     // nil when tracing is off
 	log       zerolog.Logger // the turn's logger (with its trace ids)
+	// nobody: no person can answer these calls' questions (the run has
+	// none, or the turn that asked for the call has ended): each is
+	// declined at once (questionBoard.asker).
+	nobody bool
 }
 
 // watchdogTick fires at the earliest deadline of the calls the pool has

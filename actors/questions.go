@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +22,14 @@ var (
 	// for (toolkit.Question.Validate); the question still waits.
 	ErrInvalidAnswer = errors.New("actors: the answer does not match what was asked")
 )
+
+// ElicitDeclined is the status of an elicitation event that no person
+// was asked (nobody can answer in that run): the server was declined at
+// once.
+const ElicitDeclined = "declined"
+
+// nobodyNote ends the note of an elicitation declined at once.
+const nobodyNote = "Declined at once: nobody can answer in this run (a run without a person, or a call whose turn has ended)."
 
 type questionKey struct{ session, callID string }
 
@@ -47,10 +56,21 @@ func newQuestionBoard() *questionBoard {
 // asker returns the Asker of one call: it emits the question as an event
 // and waits for Answer, the call's context, or nobody listening. A
 // request for input from outside (toolkit.QuestionElicit) waits at most
-// elicitWait, as a confirmation does.
-func (b *questionBoard) asker(em *emitter, session, callID, tool string, elicitWait time.Duration) toolkit.Asker {
+// elicitWait, as a confirmation does. With nobody set, no person can
+// answer: every question fails at once with toolkit.ErrNobodyToAsk, and a
+// request for input from outside is still announced, its event marked
+// declined (status "declined", the note saying why), so that what the
+// server asked is seen.
+func (b *questionBoard) asker(em *emitter, session, callID, tool string, elicitWait time.Duration, nobody bool) toolkit.Asker {
 	return func(ctx context.Context, q toolkit.Question) (toolkit.Answer, error) {
 		if !em.active() {
+			return toolkit.Answer{}, toolkit.ErrNobodyToAsk
+		}
+		if nobody {
+			if q.Kind == toolkit.QuestionElicit {
+				em.emit(&messages.Event{Kind: q.Kind, CallId: callID, Tool: tool, Text: q.Text, Arguments: string(q.Schema),
+					Status: ElicitDeclined, Note: strings.TrimSpace(q.Note + " " + nobodyNote)})
+			}
 			return toolkit.Answer{}, toolkit.ErrNobodyToAsk
 		}
 		k := questionKey{session, callID}

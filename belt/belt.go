@@ -132,7 +132,8 @@ func Register(reg *toolkit.Registry, c Config) (*Belt, error) {
 		versions = c.Versions
 	}
 	toolkit.RegisterMeta(reg)
-	sb, err := sandbox.New(c.Sandbox, sandbox.Options{Workspace: ws.Dir(), Protected: c.Protected, Logger: log})
+	sb, err := sandbox.New(c.Sandbox, sandbox.Options{Workspace: ws.Dir(),
+		Protected: append(slices.Clone(c.Protected), ws.MarkedDirs()...), Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("the sandbox: %w", err)
 	}

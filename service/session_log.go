@@ -241,6 +241,9 @@ func (s *sessionLog) track(ev *messages.Event, recentTurns int) {
 		}
 		setState(c, StateChecking, "")
 	case toolkit.QuestionElicit:
+		if ev.GetStatus() == actors.ElicitDeclined {
+			break // declined at once: nobody can answer it
+		}
 		pq := &pendingQuestion{ev: ev, PendingQuestion: PendingQuestion{
 			Session: ev.GetSession(), Run: ev.GetRun(), Turn: ev.GetTurn(), CallID: ev.GetCallId(),
 			Tool: ev.GetTool(), Question: ev.GetText(), Since: since, seq: ev.GetSeq(), Note: ev.GetNote(),

@@ -46,6 +46,20 @@ func (o *jsonObject) del(k string) {
 	}
 }
 
+// keep removes every key for which ok is false, in one pass (deleting
+// them one by one costs the square of the keys).
+func (o *jsonObject) keep(ok func(string) bool) {
+	kept := make([]string, 0, len(o.keys))
+	for _, k := range o.keys {
+		if ok(k) {
+			kept = append(kept, k)
+		} else {
+			delete(o.vals, k)
+		}
+	}
+	o.keys = kept
+}
+
 // MarshalJSON writes the object with its keys in order.
 func (o *jsonObject) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer

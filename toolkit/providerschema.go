@@ -32,7 +32,8 @@ import (
 //     not, if/then/else, dependent*, patternProperties, propertyNames,
 //     unevaluated*, contains, prefixItems and tuple items, a oneOf whose
 //     alternatives may overlap, a map (additionalProperties with a
-//     schema), a free-form object or array, a remote or recursive $ref.
+//     schema), a free-form object or array, a remote or recursive $ref,
+//     and a schema over the budget (maxInlinedBytes) as sent or inlined.
 //     One exception: where a value may be a free-form object or a string
 //     (run_tool's arguments), the string alternative carries it (as JSON
 //     text) and the object alternative is left out.
@@ -117,6 +118,9 @@ func convertSchema(schema json.RawMessage, f ToolsFormat) (json.RawMessage, *nul
 	if f == ToolsOpenAI || f == "" {
 		return schema, nil, nil
 	}
+	if len(schema) > maxInlinedBytes {
+		return nil, nil, &SchemaRefusal{Format: f, Reason: fmt.Sprintf("the schema is %d bytes, over the budget of %d bytes a converted schema may have", len(schema), maxInlinedBytes)}
+	}
 	doc, err := decodeOrdered(schemaOrEmpty(schema))
 	if err != nil {
 		return nil, nil, &SchemaRefusal{Format: f, Reason: "it is not valid JSON: " + err.Error()}
@@ -126,6 +130,11 @@ func convertSchema(schema json.RawMessage, f ToolsFormat) (json.RawMessage, *nul
 		return nil, nil, &SchemaRefusal{Format: f, Reason: "a tool's schema must be a JSON object"}
 	}
 	c := &converter{f: f, doc: root}
+	if m, err := c.measure(root, ""); err != nil {
+		return nil, nil, err
+	} else if m.height > maxInlineDepth {
+		return nil, nil, c.refuse("", "the schema nests deeper than %d levels once its $refs are inlined", maxInlineDepth)
+	}
 	inlined, err := c.inline(root, "", 0)
 	if err != nil {
 		return nil, nil, err
@@ -173,11 +182,120 @@ func schemaOrEmpty(s json.RawMessage) []byte {
 // references cannot blow a schema up without end.
 const maxInlineDepth = 64
 
+// maxInlinedBytes is the budget of a conversion: the schema as sent, and
+// its compact JSON once every local $ref is inlined, may have at most
+// this many bytes. A few KB of definitions that each point at the next
+// several times would inline to gigabytes (8 properties by 7 levels:
+// 8^7 copies); the inlined size is measured before anything is built, so
+// a schema over the budget is refused having cost about its own size.
+// Providers take far less than this (OpenAI's strict mode: 120 000
+// characters of names and values; an MCP server's schema: 64 KiB).
+const maxInlinedBytes = 128 << 10
+
 // converter rewrites one schema for one format.
 type converter struct {
 	f    ToolsFormat
 	doc  *jsonObject // the whole document, for $ref
 	refs []string    // the $refs being inlined, outermost first
+	// measured: the inlined measure of each $ref target measured;
+	// measuring: the targets whose measure is under way (a recursion).
+	measured  map[*jsonObject]inlinedMeasure
+	measuring map[*jsonObject]bool
+}
+
+// inlinedMeasure is what inlining a value gives: the length of its compact
+// JSON, its height (the levels inline descends below it) and, for an
+// object, its number of keys.
+type inlinedMeasure struct {
+	bytes, height, keys int
+}
+
+// measure returns the measure of v (at path) once inlined as inline
+// would inline it, refusing a recursion as inline would and a total over
+// maxInlinedBytes, without building anything. Each $ref target is
+// measured once, so the cost is about the schema's size times its depth,
+// whatever the inlined size. Where a $ref's sibling replaces an
+// annotation of its target the measure counts both: an upper bound.
+func (c *converter) measure(v any, path string) (inlinedMeasure, error) {
+	over := func(m inlinedMeasure) error {
+		if m.bytes > maxInlinedBytes {
+			return c.refuse(path, "the schema inlines its $refs to more than the budget of %d bytes a converted schema may have", maxInlinedBytes)
+		}
+		return nil
+	}
+	switch t := v.(type) {
+	case []any:
+		m := inlinedMeasure{bytes: 2}
+		for i, x := range t {
+			sub, err := c.measure(x, fmt.Sprintf("%s/%d", path, i))
+			if err != nil {
+				return m, err
+			}
+			m.bytes += sub.bytes
+			if i > 0 {
+				m.bytes++
+			}
+			m.height = max(m.height, sub.height+1)
+			if err := over(m); err != nil {
+				return m, err
+			}
+		}
+		return m, nil
+	case *jsonObject:
+		m := inlinedMeasure{bytes: 2}
+		if r, ok := t.get("$ref"); ok {
+			ref, _ := r.(string)
+			target, err := c.resolve(ref, path)
+			if err != nil {
+				return m, err
+			}
+			to, ok := target.(*jsonObject)
+			if !ok {
+				return m, c.refuse(path, "$ref %q does not point to a schema object", clipText(ref, 80))
+			}
+			if m, ok = c.measured[to]; !ok {
+				if c.measuring[to] {
+					return m, c.refuse(path, "$ref %q refers to itself (a recursive schema)", clipText(ref, 80))
+				}
+				if c.measuring == nil {
+					c.measuring, c.measured = map[*jsonObject]bool{}, map[*jsonObject]inlinedMeasure{}
+				}
+				c.measuring[to] = true
+				m, err = c.measure(to, path)
+				delete(c.measuring, to)
+				if err != nil {
+					return m, err
+				}
+				c.measured[to] = m
+			}
+			m.height++
+		}
+		for _, k := range t.keys {
+			if k == "$ref" || (!t.has("$ref") && (k == "$defs" || k == "definitions")) {
+				continue
+			}
+			sub, err := c.measure(t.vals[k], path+"/"+escapePointer(k))
+			if err != nil {
+				return m, err
+			}
+			kb, _ := json.Marshal(k)
+			if m.keys > 0 {
+				m.bytes++
+			}
+			m.bytes += len(kb) + 1 + sub.bytes
+			m.keys++
+			m.height = max(m.height, sub.height+1)
+			if err := over(m); err != nil {
+				return m, err
+			}
+		}
+		return m, nil
+	}
+	b, err := marshalOrdered(v)
+	if err != nil {
+		return inlinedMeasure{}, c.refuse(path, "a value cannot be encoded: %v", err)
+	}
+	return inlinedMeasure{bytes: len(b)}, nil
 }
 
 func (c *converter) refuse(path, format string, args ...any) error {
@@ -212,7 +330,9 @@ func (c *converter) inline(v any, path string, depth int) (any, error) {
 				return nil, err
 			}
 			c.refs = append(c.refs, ref)
-			in, err := c.inline(cloneOrdered(target), path, depth+1)
+			// inline builds every object and array anew and shares no
+			// node of the document: the target is not copied first.
+			in, err := c.inline(target, path, depth+1)
 			c.refs = c.refs[:len(c.refs)-1]
 			if err != nil {
 				return nil, err
@@ -597,11 +717,7 @@ func (c *converter) strict(n *jsonObject, path string, plan *nullPlan, root bool
 	case len(ts) == 0 && !n.has("anyOf") && !n.has("enum"):
 		return nil, c.refuse(path, "a schema without a type (any value) cannot be expressed in strict mode")
 	}
-	for _, k := range slices.Clone(n.keys) {
-		if !slices.Contains(strictKeywords, k) {
-			n.del(k)
-		}
-	}
+	n.keep(func(k string) bool { return slices.Contains(strictKeywords, k) })
 	describe(n, notes)
 	return n, nil
 }
@@ -879,11 +995,7 @@ func (c *converter) gemini(n *jsonObject, path string) (*jsonObject, error) {
 			return nil, c.refuse(path, "a schema without a type (any value) cannot be expressed in Gemini's schema")
 		}
 	}
-	for _, k := range slices.Clone(n.keys) {
-		if !slices.Contains(geminiKeywords, k) {
-			n.del(k)
-		}
-	}
+	n.keep(func(k string) bool { return slices.Contains(geminiKeywords, k) })
 	describe(n, notes)
 	return n, nil
 }

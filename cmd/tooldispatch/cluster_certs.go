@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -16,6 +17,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
 )
 
 // Certificates made by "tooldispatch cluster certs".
@@ -35,7 +38,10 @@ key_file; docs/CLUSTER.md): the cluster's CA in DIR/ca.pem and DIR/ca-key.pem
 (made once, kept afterwards), and member NAME's certificate DIR/NAME.pem and key
 DIR/NAME-key.pem, signed by that CA and naming each HOST (the --cluster-addr
 host others dial, and the host of its --automanage-port). Keys are written with
-mode 0600; keep ca-key.pem off the members.
+mode 0600. DIR is marked as tooldispatch's own (DIR/.tooldispatch-own): no tool
+of a workspace that holds it reads, lists or changes anything in it. The CA key
+is what mints members: keep it off the members and out of every workspace
+(move it away and give --ca-key PATH for the next member's certificate).
 
 Flags:
 `
@@ -55,6 +61,7 @@ func (e *env) cmdCluster(args []string) error {
 	fs.SetOutput(&out)
 	dir := fs.String("dir", "", "the `DIR` holding the CA and the members' certificates")
 	hosts := fs.String("host", "", "comma-separated `HOSTS` (names or IP addresses) the member is dialled at")
+	caKeyFlag := fs.String("ca-key", "", "the CA's key `FILE` (default DIR/ca-key.pem)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), clusterUsage)
 		fs.PrintDefaults()
@@ -77,21 +84,59 @@ func (e *env) cmdCluster(args []string) error {
 	if err := os.MkdirAll(*dir, 0o700); err != nil {
 		return failf(exitFailure, "cluster certs: %v", err)
 	}
-	ca, caKey, err := loadOrMakeCA(*dir)
+	if err := markOwn(*dir); err != nil {
+		return failf(exitFailure, "cluster certs: %v", err)
+	}
+	keyPath := cmp.Or(*caKeyFlag, filepath.Join(*dir, "ca-key.pem"))
+	ca, caKey, err := loadOrMakeCA(*dir, keyPath)
 	if err != nil {
 		return failf(exitFailure, "cluster certs: %v", err)
 	}
 	if err := makeMemberCert(*dir, name, splitList(*hosts), ca, caKey); err != nil {
 		return failf(exitFailure, "cluster certs: %v", err)
 	}
+	if abs, err := filepath.Abs(keyPath); err == nil && filepath.Dir(abs) == mustAbs(*dir) {
+		fmt.Fprintf(e.stderr, "warning: %s is the cluster's CA key: whoever reads it can mint a member certificate and join the cluster. "+
+			"Members need only ca.pem and their own certificate and key. Keep the CA key off the members and out of every workspace, e.g.\n"+
+			"  mv %s ~/tooldispatch-ca-key.pem\n"+
+			"and give --ca-key ~/tooldispatch-ca-key.pem when you make the next member's certificate.\n", keyPath, keyPath)
+	}
 	fmt.Fprintf(e.stdout, "ca_file = %q\ncert_file = %q\nkey_file = %q\n",
 		filepath.Join(*dir, "ca.pem"), filepath.Join(*dir, name+".pem"), filepath.Join(*dir, name+"-key.pem"))
 	return nil
 }
 
-// loadOrMakeCA reads DIR/ca.pem and DIR/ca-key.pem, or makes them.
-func loadOrMakeCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	certPath, keyPath := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem")
+// ownMarkerText is what DIR/.tooldispatch-own says to a person.
+const ownMarkerText = "This directory holds a tooldispatch cluster's certificates and keys (tooldispatch cluster certs).\n" +
+	"No tool of a workspace that holds it reads, lists or changes anything in it.\n"
+
+// markOwn writes DIR's marker (builtin.OwnMarker), unless it is there.
+func markOwn(dir string) error {
+	f, err := os.OpenFile(filepath.Join(dir, builtin.OwnMarker), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(ownMarkerText); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func mustAbs(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+// loadOrMakeCA reads DIR/ca.pem and the CA's key at keyPath, or makes
+// them.
+func loadOrMakeCA(dir, keyPath string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	certPath := filepath.Join(dir, "ca.pem")
 	if certPEM, err := os.ReadFile(certPath); err == nil {
 		keyPEM, err := os.ReadFile(keyPath)
 		if err != nil {

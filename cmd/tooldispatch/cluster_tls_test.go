@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -199,5 +201,74 @@ func TestClusterKeyOutOfReach(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(certs, "m0-key.pem")); !bytes.Equal(b, key) {
 		t.Fatal("the member's key changed")
+	}
+}
+
+// TestClusterCertsOutOfReach: "cluster certs --dir certs" run in the
+// project folder writes the cluster's CA key into the workspace. It warns
+// and says how to keep the key apart; every file it wrote is
+// tooldispatch's own, with no [cluster] configuration naming them: no tool
+// reads, lists, edits or removes them, by their names or through a
+// symlink; serve started on that workspace warns of the CA key. (Commands
+// run in the workspace may read it: the sandbox reports such a directory
+// as exposed, docs/SECURITY.md.)
+func TestClusterCertsOutOfReach(t *testing.T) {
+	ws := exampleWorkspace(t)
+	certs := filepath.Join(ws, "certs")
+	var out, errb bytes.Buffer
+	e := &env{stdout: &out, stderr: &errb}
+	if code := e.main([]string{"cluster", "certs", "--dir", certs, "--host", "127.0.0.1", "m0"}); code != exitOK {
+		t.Fatalf("cluster certs: exit %d: %s", code, errb.String())
+	}
+	if w := errb.String(); !strings.Contains(w, "ca-key.pem") || !strings.Contains(w, "mint") || !strings.Contains(w, "mv ") {
+		t.Errorf("cluster certs warned %q; want the CA key named, the risk and how to move it", w)
+	}
+	caKey, err := os.ReadFile(filepath.Join(certs, "ca-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(certs, "ca-key.pem"), filepath.Join(ws, "innocent.txt")); err != nil {
+		t.Fatal(err)
+	}
+	res := runTurn(t, toolCallsTurn(t,
+		[3]any{"r1", "read_files", map[string]any{"paths": []string{"certs/ca-key.pem"}}},
+		[3]any{"r2", "read_files", map[string]any{"paths": []string{"innocent.txt"}}},
+		[3]any{"r3", "read_files", map[string]any{"paths": []string{"certs/m0-key.pem"}}},
+		[3]any{"f1", "find_files", map[string]any{"pattern": "**/*.pem"}},
+		[3]any{"e1", "edit_file", map[string]any{"path": "certs/ca.pem", "content": "pwned"}},
+		[3]any{"d1", "remove_file", map[string]any{"path": "certs/ca-key.pem"}},
+	), "--workspace", ws, "--data", t.TempDir(), "--approve", "all")
+	for _, id := range []string{"r1", "r2", "r3", "e1", "d1"} {
+		wantRefused(t, res, id, caKey)
+	}
+	if f := res["f1"]; strings.Contains(f.Content, "ca-key.pem") || strings.Contains(f.Content, "m0-key.pem") {
+		t.Errorf("find_files lists the certificates' folder: %q", f.Content)
+	}
+	if b, err := os.ReadFile(filepath.Join(certs, "ca-key.pem")); err != nil || !bytes.Equal(b, caKey) {
+		t.Fatalf("the CA key changed: %v", err)
+	}
+
+	cmd := command(t, nil, "serve", "--addr", "127.0.0.1:0", "--workspace", ws, "--data", t.TempDir())
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(pipe)
+	var head strings.Builder
+	for !strings.Contains(head.String(), "serving on ") {
+		line, err := r.ReadString('\n')
+		head.WriteString(line)
+		if err != nil {
+			t.Fatalf("serve ended before serving: %v\n%s", err, head.String())
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_, _ = io.Copy(io.Discard, r)
+	_ = cmd.Wait()
+	if h := head.String(); !strings.Contains(h, "ca-key.pem") || !strings.Contains(h, "CA key") {
+		t.Errorf("serve's start:\n%s\nwant a warning of the CA key in its workspace", h)
 	}
 }

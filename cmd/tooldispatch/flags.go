@@ -39,7 +39,10 @@ const (
 
 // options are the parsed flags of one command.
 type options struct {
-	cmd string
+	// nobodyAnswers: no person answers questions (run), set by the
+	// command, not a flag.
+	nobodyAnswers bool
+	cmd           string
 
 	// common flags
 	workspace      string // absolute

@@ -406,3 +406,44 @@ func TestServeMCPElicitation(t *testing.T) {
 		}
 	})
 }
+
+// TestRunMCPElicitationIsDeclined: under run there is no person to
+// answer. server-everything's trigger-elicitation-request asks for user
+// input during the call: the server gets "decline" at once and the call
+// ends with its own result (the server's text saying the user declined),
+// not the call's timeout; the elicitation event is still there, marked
+// declined, with the server named. An ask_user in the same run is
+// skipped at once, saying nobody is there to answer.
+func TestRunMCPElicitationIsDeclined(t *testing.T) {
+	ws := t.TempDir()
+	cfg := npmServersConfig(t, ws, filepath.Join(t.TempDir(), "memory.jsonl"))
+	input := npmTurn("el1", "mcp__everything__trigger-elicitation-request", map[string]any{}) + "\n" +
+		npmTurn("q1", "ask_user", map[string]any{"question": "Which colour?"}) + "\n"
+	e, stdout, stderr := testEnv(strings.NewReader(input))
+	code, out := runInProcess(t, e, stdout, stderr, "--workspace", ws, "--data", t.TempDir(), "--config", cfg,
+		"--provider", "claude-code", "--approve", "all", "--confirm-timeout", "10m", "-")
+	if code != exitOK {
+		t.Fatalf("run: exit status %d; stderr:\n%s", code, stderr.String())
+	}
+	if got := out.statuses(); !slices.Equal(got, []string{"el1:mcp__everything__trigger-elicitation-request:ok", "q1:ask_user:skipped"}) {
+		t.Errorf("statuses %v; want the elicitation's call ok with its own result and ask_user skipped", got)
+	}
+	if len(out.results) == 2 {
+		if c := out.results[0].Content; !strings.Contains(c, "User declined to provide the requested information") {
+			t.Errorf("the call's result %.400q; want the server's text for a declined request", c)
+		}
+		if c := out.results[1].Content; !strings.Contains(c, "nobody is there to answer") {
+			t.Errorf("ask_user's result %.400q; want it to say nobody is there to answer", c)
+		}
+	}
+	var elicit []eventLine
+	for _, ev := range out.events {
+		if ev.Event == "elicitation" {
+			elicit = append(elicit, ev)
+		}
+	}
+	if len(elicit) != 1 || elicit[0].CallID != "el1" || elicit[0].Status != "declined" || !strings.Contains(elicit[0].Note, `MCP server "everything"`) ||
+		!strings.Contains(elicit[0].Note, "nobody") {
+		t.Errorf("elicitation events %+v; want one of el1, declined, naming the server and why", elicit)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -68,5 +69,83 @@ func TestFailedMCPServerLeavesTheRestServing(t *testing.T) {
 	}
 	if _, retried := srv["next_attempt"]; retried {
 		t.Errorf("mcp_servers[0] = %v; a server over a bound is not retried", srv)
+	}
+}
+
+// TestMCPSchemaOverTheConversionBudget: an MCP server lists a tool whose
+// 2 KB schema inlines to 8^7 copies of its last definition. find_tools in
+// the gemini and openai-strict views gives its own schema with the
+// budget named (not_in_format), the strict view of a call's arguments
+// leaves them to the full schema, the call runs, and the tools array in
+// each converted format leaves the tool out with the same reason.
+func TestMCPSchemaOverTheConversionBudget(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, fmt.Sprintf("[[mcp.servers]]\nname = \"chain\"\ncommand = [%q]\nenv = { %s = %q }\n",
+		exe, mcptest.Env, mcptest.ModeRefChain))
+	ws := exampleWorkspace(t)
+	find := `{"role":"assistant","tool_calls":[{"id":"f1","type":"function","function":{"name":"find_tools","arguments":{"query":"select:mcp__chain__nested"}}}]}`
+	call := func(id, args string) string {
+		return `{"role":"assistant","tool_calls":[{"id":"` + id + `","type":"function","function":{"name":"run_tool","arguments":{"name":"mcp__chain__nested","arguments":` + strconv.Quote(args) + `}}}]}`
+	}
+	input := `{"run":"g","tools_format":"gemini","message":` + find + "}\n" +
+		`{"run":"s","tools_format":"openai-strict","message":` + find + "}\n" +
+		`{"run":"s","tools_format":"openai-strict","message":` + call("r1", `{"root":null}`) + "}\n" +
+		`{"run":"s","tools_format":"openai-strict","message":` + call("r2", `{}`) + "}\n"
+	e, stdout, stderr := testEnv(strings.NewReader(input))
+	code, out := runInProcess(t, e, stdout, stderr, "--workspace", ws, "--data", t.TempDir(), "--config", cfg, "--approve", "all", "--events=false", "-")
+	if code != exitOK {
+		t.Fatalf("run: exit status %d; stderr:\n%s", code, stderr.String())
+	}
+	want := []string{"f1:find_tools:ok", "f1:find_tools:ok", "r1:mcp__chain__nested:invalid_args", "r2:mcp__chain__nested:ok"}
+	if diff := cmp.Diff(want, out.statuses()); diff != "" {
+		t.Errorf("statuses (-want +got):\n%s", diff)
+		for _, r := range out.results {
+			t.Logf("%.300s", r.Content)
+		}
+	}
+	for i, f := range []string{"gemini", "openai-strict"} {
+		if i >= len(out.results) {
+			break
+		}
+		var found struct {
+			Tools []struct {
+				Name        string          `json:"name"`
+				Parameters  json.RawMessage `json:"parameters"`
+				NotInFormat string          `json:"not_in_format"`
+			} `json:"tools"`
+		}
+		c := out.results[i].Content
+		if err := json.Unmarshal([]byte(c), &found); err != nil || len(found.Tools) != 1 {
+			t.Fatalf("find_tools in %s: %v\n%.600s", f, err, c)
+		}
+		got := found.Tools[0]
+		if !strings.Contains(got.NotInFormat, "budget") || !strings.Contains(string(got.Parameters), `"$defs"`) || len(c) > 8<<10 {
+			t.Errorf("find_tools in %s: %d bytes, not_in_format %q; want the tool's own schema and the budget named", f, len(c), got.NotInFormat)
+		}
+	}
+	for _, f := range []string{"gemini", "openai-strict", "responses", "anthropic"} {
+		e, stdout, stderr = testEnv(nil)
+		if code := e.main([]string{"tools", "--format", f, "--provider", "all", "--workspace", ws, "--config", cfg}); code != exitOK {
+			t.Fatalf("tools --format %s: exit status %d; stderr:\n%s", f, code, stderr.String())
+		}
+		var listed struct {
+			Refused []struct {
+				Name   string `json:"name"`
+				Reason string `json:"reason"`
+			} `json:"refused"`
+		}
+		if err := json.Unmarshal([]byte(stdout.String()), &listed); err != nil {
+			t.Fatalf("tools --format %s: %v\n%.500s", f, err, stdout.String())
+		}
+		refused := false
+		for _, r := range listed.Refused {
+			refused = refused || r.Name == "mcp__chain__nested" && strings.Contains(r.Reason, "budget")
+		}
+		if !refused || !strings.Contains(stdout.String(), "mcp__chain__echo") || len(stdout.String()) > 64<<10 {
+			t.Errorf("tools --format %s (%d bytes): refused %+v; want mcp__chain__nested refused for the budget, echo listed", f, len(stdout.String()), listed.Refused)
+		}
 	}
 }

@@ -61,6 +61,9 @@ func (e *env) cmdRun(args []string) error {
 		return err
 	}
 	r.out = newOutputFor(e.stdout, o.pretty.or(e.stdoutTerminal))
+	// run has no person to answer a question: stdin carries turns, and
+	// its prompter answers confirmations only.
+	o.nobodyAnswers = true
 	r.stack, err = openStack(o, r.log, r.event)
 	if err != nil {
 		closeInput()

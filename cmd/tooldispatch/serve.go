@@ -6,12 +6,16 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/service"
 	"github.com/tooldispatch/tooldispatch/toolkit"
+	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
 )
 
 // readHeaderTimeout bounds how long a client may take to send its headers.
@@ -42,6 +46,7 @@ func (e *env) cmdServe(args []string) error {
 		return err
 	}
 	defer st.close(log)
+	warnCAKeys(st.ws, log)
 	route, err := routingSettings(o, st.cfg, nil)
 	if err != nil {
 		return failf(exitUsage, "%v", err)
@@ -145,4 +150,19 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// warnCAKeys warns of each cluster CA key in a certificates' directory
+// of the workspace: the file tools keep away from it, but whoever gets
+// the key mints member certificates, and a workspace is shared with
+// tools, commands and often a repository.
+func warnCAKeys(ws *builtin.Workspace, log zerolog.Logger) {
+	for _, dir := range ws.MarkedDirs() {
+		key := filepath.Join(dir, "ca-key.pem")
+		if _, err := os.Stat(key); err == nil {
+			log.Warn().Str("file", key).Msg("a cluster CA key lies in the workspace: whoever reads it can mint a member " +
+				"certificate; no tool reads it, but move it off this machine's workspace (members need only ca.pem and " +
+				"their own certificate and key; cluster certs --ca-key takes it from elsewhere)")
+		}
+	}
 }

@@ -233,6 +233,7 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 	}
 	acfg.Logger = log
 	acfg.Events = events
+	acfg.NobodyAnswers = o.nobodyAnswers
 	acfg.Redactor = s.tools.Secrets.Redactor()
 	acfg.PastFixes = s.tools.Memory.PastFixes
 	acfg.Chaos = policy

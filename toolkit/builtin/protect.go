@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +14,19 @@ import (
 
 // maxLinkDepth bounds how many symlinks resolving one path follows.
 const maxLinkDepth = 40
+
+// OwnMarker is the file by which a directory says it is tooldispatch's
+// own as a whole ("tooldispatch cluster certs" writes it beside the
+// certificates and keys it makes): no file tool reads, lists or changes
+// the directory or anything in it, by any path, wherever it lies.
+const OwnMarker = ".tooldispatch-own"
+
+// markerScanDepth is how deep below the workspace's root OpenWorkspace
+// looks for marked directories (root/a/b), so that commands, which the
+// sandbox keeps from ProtectedPaths, are kept from them too; a marked
+// directory deeper, or made later, is refused to the file tools when they
+// meet it.
+const markerScanDepth = 3
 
 // WorkspaceOption configures OpenWorkspace.
 type WorkspaceOption func(*Workspace)
@@ -54,7 +68,7 @@ func idOf(fi fs.FileInfo) (id fileID, nlink uint64, ok bool) {
 // concurrent use.
 type protectedSet struct {
 	mu      sync.Mutex
-	entries []*protectedEntry // guarded by mu; the list itself is fixed after OpenWorkspace
+	entries []*protectedEntry // guarded by mu once OpenWorkspace returns; marked directories met are added
 }
 
 type protectedEntry struct {
@@ -145,6 +159,58 @@ func (s *protectedSet) hasID(id fileID, deep bool) bool {
 	return false
 }
 
+// marked reports whether the absolute path p, or a directory above it,
+// holds OwnMarker; a marked directory found is added to the protected
+// paths, so that other names of its files (hard links) are known.
+func (w *Workspace) marked(p string) bool {
+	for dir, n := p, 0; n <= maxLinkDepth*4; n++ {
+		if fi, err := os.Lstat(filepath.Join(dir, OwnMarker)); err == nil && fi.Mode().IsRegular() {
+			w.protect.mu.Lock()
+			w.protect.add(dir, true)
+			w.protect.mu.Unlock()
+			return true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return false
+		}
+		dir = parent
+	}
+	return false
+}
+
+// scanMarked adds the marked directories down to markerScanDepth below
+// the workspace's root to the protected paths.
+func (w *Workspace) scanMarked() {
+	var scan func(dir string, depth int)
+	scan = func(dir string, depth int) {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range entries {
+			if e.Name() == OwnMarker && e.Type().IsRegular() {
+				w.protect.add(dir, true)
+				w.markedDirs = append(w.markedDirs, dir)
+				return
+			}
+		}
+		if depth >= markerScanDepth {
+			return
+		}
+		for _, e := range entries {
+			if e.IsDir() && e.Name() != ".git" && e.Name() != "node_modules" {
+				scan(filepath.Join(dir, e.Name()), depth+1)
+			}
+		}
+	}
+	scan(w.dir, 0)
+}
+
+// MarkedDirs returns the directories marked as tooldispatch's own
+// (OwnMarker) that OpenWorkspace found in the workspace.
+func (w *Workspace) MarkedDirs() []string { return slices.Clone(w.markedDirs) }
+
 // ProtectedPaths returns tooldispatch's own paths the workspace keeps its
 // tools away from (see WithProtected), as given and with symlinks resolved,
 // for a sandbox that must keep commands from them too. Some may not exist
@@ -190,6 +256,13 @@ func (w *Workspace) ownPath(own []string, realBase, rel string, d fs.DirEntry) b
 	if coveredBy(own, p) {
 		return true
 	}
+	if d.IsDir() || d.Type()&fs.ModeSymlink != 0 {
+		// Files of a walked directory were checked with it; a directory
+		// or a link may lead into a marked one.
+		if w.marked(p) {
+			return true
+		}
+	}
 	if !d.Type().IsRegular() {
 		return false
 	}
@@ -206,7 +279,10 @@ func (w *Workspace) ownPath(own []string, realBase, rel string, d fs.DirEntry) b
 // .tooldispatch) or once symlinks are resolved. It is the check before use;
 // guardOpened repeats it on what was opened.
 func (w *Workspace) guard(rel string) error {
-	if rel == dataDir || strings.HasPrefix(rel, dataDir+"/") || w.protect.covers(w.realPath(rel)) {
+	if rel == dataDir || strings.HasPrefix(rel, dataDir+"/") {
+		return &protectedError{path: rel}
+	}
+	if p := w.realPath(rel); w.protect.covers(p) || w.marked(p) {
 		return &protectedError{path: rel}
 	}
 	return nil
@@ -288,7 +364,7 @@ func hardLinkError(rel string, nlink uint64) error {
 type protectedError struct{ path string }
 
 func (e *protectedError) Error() string {
-	return fmt.Sprintf("%s is one of tooldispatch's own files (its data directory, secret key or configuration); "+
+	return fmt.Sprintf("%s is one of tooldispatch's own files (its data directory, secret key, configuration or certificates); "+
 		"no tool reads, lists or changes them", e.path)
 }
 

@@ -40,7 +40,8 @@ type Workspace struct {
 	given string   // absolute as given; may reach dir through symlinks
 	root  *os.Root // every file operation goes through it
 
-	protect protectedSet // tooldispatch's own paths; the list is fixed after OpenWorkspace
+	protect    protectedSet // tooldispatch's own paths; grows only by marked directories met (OwnMarker)
+	markedDirs []string     // the marked directories OpenWorkspace found
 }
 
 // OpenWorkspace opens the directory dir as a workspace. Close it when done.
@@ -62,6 +63,7 @@ func OpenWorkspace(dir string, opts ...WorkspaceOption) (*Workspace, error) {
 	for _, o := range opts {
 		o(w)
 	}
+	w.scanMarked()
 	return w, nil
 }
 

@@ -86,6 +86,17 @@ const (
 	// (notifications/message) of every level, whose data tries to forge
 	// log lines and fields.
 	ModeLogLines = "log-lines"
+	// ModeRefChain: lists echo and "nested", whose inputSchema (2 KB) is a
+	// chain of RefChainDefs definitions, each with RefChainProps
+	// properties that all point at the next: RefChainProps^RefChainDefs
+	// copies once every $ref is inlined.
+	ModeRefChain = "ref-chain"
+)
+
+// The shape of ModeRefChain's schema.
+const (
+	RefChainDefs  = 7
+	RefChainProps = 8
 )
 
 // ProgressFloodCount and LogLinesCount are how many notifications a call
@@ -337,6 +348,8 @@ func (s *server) list(msg message) (code int, exit bool) {
 		either := tool("either", "Runs as a task or not.", nil)
 		either["execution"] = map[string]any{"taskSupport": "optional"}
 		s.reply(msg.ID, map[string]any{"tools": []any{echoTool(), quick, endless, either, tool("forger", "Answers with a task handle.", nil)}})
+	case ModeRefChain:
+		s.reply(msg.ID, map[string]any{"tools": []any{echoTool(), tool("nested", "Takes a deep record.", refChain())}})
 	case ModeMalformedList:
 		s.reply(msg.ID, map[string]any{"tools": []any{"echo", 42}})
 	case ModeBigTools:
@@ -365,6 +378,23 @@ func count() {
 		f.Write([]byte{'.'})
 		f.Close()
 	}
+}
+
+// refChain is ModeRefChain's schema.
+func refChain() map[string]any {
+	defs := map[string]any{}
+	for i := range RefChainDefs {
+		props := map[string]any{}
+		for j := range RefChainProps {
+			if i == RefChainDefs-1 {
+				props[fmt.Sprintf("p%d", j)] = map[string]any{"type": "string"}
+			} else {
+				props[fmt.Sprintf("p%d", j)] = map[string]any{"$ref": fmt.Sprintf("#/$defs/d%d", i+1)}
+			}
+		}
+		defs[fmt.Sprintf("d%d", i)] = map[string]any{"type": "object", "properties": props}
+	}
+	return map[string]any{"type": "object", "properties": map[string]any{"root": map[string]any{"$ref": "#/$defs/d0"}}, "$defs": defs}
 }
 
 func tool(name, desc string, schema any) map[string]any {
