@@ -147,7 +147,7 @@ func (a *turnActor) prepared(ctx actor.Context, p *prepared) {
 			Messages: p.replay.ToolMessages, Replayed: true}, false)
 	default:
 		a.turn, a.runState = p.next, p.run
-		a.em = newEmitter(&a.cfg.Config, a.session, a.run, a.turn, a.req.RequestId)
+		a.em = newEmitter(&a.cfg.Config, a.session, a.run, a.turn, a.req.RequestId).numberedIn(p.events)
 		a.tr.numbered(a.turn)
 		a.startPreflight(ctx)
 	}
