@@ -60,6 +60,19 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.opts.Dispatcher.DispatchPrepared(r.Context(), p)
 	code, body := s.turnOutcome(p.Turn(), res, err, shape)
+	writeTurnOutcome(w, code, body)
+}
+
+// drainRetryAfter is the Retry-After (seconds) of a 503 from a member that
+// shuts down or left the cluster: the session's next owner serves it within
+// about a second (docs/CLUSTER.md's failover figures).
+const drainRetryAfter = "1"
+
+// writeTurnOutcome writes what turnOutcome chose.
+func writeTurnOutcome(w http.ResponseWriter, code int, body any) {
+	if code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", drainRetryAfter)
+	}
 	writeJSON(w, code, body)
 }
 
@@ -261,5 +274,7 @@ func (s *Server) policy() actors.Policy {
 }
 
 func errShuttingDown() *apiError {
-	return errorf(http.StatusServiceUnavailable, "the service is shutting down")
+	e := errorf(http.StatusServiceUnavailable, "the service is shutting down")
+	e.retryAfter = drainRetryAfter
+	return e
 }

@@ -3,6 +3,7 @@ package service
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -20,5 +21,10 @@ func TestTurnOutcomeMemberLeft(t *testing.T) {
 	f, ok := body.(turnFailure)
 	if code != http.StatusServiceUnavailable || !ok || !strings.Contains(f.Error, "left the cluster") || !strings.Contains(f.Error, "outcome_unknown") {
 		t.Fatalf("turnOutcome = %d %+v", code, body)
+	}
+	rec := httptest.NewRecorder()
+	writeTurnOutcome(rec, code, body)
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != drainRetryAfter {
+		t.Fatalf("the written outcome: %d Retry-After %q, want 503 and %q", rec.Code, rec.Header().Get("Retry-After"), drainRetryAfter)
 	}
 }

@@ -69,6 +69,7 @@ func (s *Server) refuseShuttingDown(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			e = errorf(http.StatusServiceUnavailable, "this member is shutting down; the session's next owner is %s", url)
+			e.retryAfter = drainRetryAfter
 		}
 	}
 	writeError(w, e)

@@ -182,5 +182,8 @@ func TestShutdownNamesNextOwner(t *testing.T) {
 		case !redirect && (resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "next owner is "+p.next)):
 			t.Errorf("a turn while shutting down: %d %s, want 503 naming the next owner", resp.StatusCode, body)
 		}
+		if !redirect && resp.Header.Get("Retry-After") != drainRetryAfter {
+			t.Errorf("a turn while shutting down: Retry-After %q, want %q (the next owner serves the session within about a second)", resp.Header.Get("Retry-After"), drainRetryAfter)
+		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -64,6 +66,9 @@ type staticNode struct {
 	Port    int      `json:"port"`
 	Kinds   []string `json:"kinds"`
 	Leaving bool     `json:"leaving,omitempty"`
+	// Peers is the member's static list, sorted: members compare lists
+	// so that a list changed on some members only is said.
+	Peers []string `json:"peers,omitempty"`
 }
 
 // peerState is what a member knows of one listed member.
@@ -71,6 +76,9 @@ type peerState struct {
 	node   *staticNode // last answer; nil until one came
 	lastOK time.Time
 	in     bool // in the member list
+	// otherList is the differing list this peer answered last, said once
+	// until it changes.
+	otherList string
 }
 
 // Static is a protoactor cluster provider for a fixed list of members.
@@ -137,7 +145,7 @@ func (s *Static) StartMember(c *protocluster.Cluster) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.mu.Lock()
 	s.c = c
-	s.self = &staticNode{Cluster: c.Config.Name, ID: c.ActorSystem.ID, Host: host, Port: port, Kinds: c.GetClusterKinds()}
+	s.self = &staticNode{Cluster: c.Config.Name, ID: c.ActorSystem.ID, Host: host, Port: port, Kinds: c.GetClusterKinds(), Peers: sortedList(s.opts.Peers)}
 	s.srv = &http.Server{Handler: http.HandlerFunc(s.serveHealth), ReadHeaderTimeout: staticCheckTimeout, ErrorLog: nil}
 	s.cancel = cancel
 	srv := s.srv
@@ -249,6 +257,7 @@ func (s *Static) round(ctx context.Context) {
 				}
 			}
 			ps.node, ps.lastOK = r.node, now
+			s.compareLists(r.peer, ps, r.node)
 		case r.err == nil:
 			ps.node = nil
 			s.opts.Logger.Debug().Str("peer", r.peer).Str("cluster", r.node.Cluster).Msg("listed member belongs to another cluster")
@@ -280,6 +289,39 @@ func (s *Static) round(ctx context.Context) {
 	if !stopped {
 		c.MemberList.UpdateClusterTopology(members)
 	}
+}
+
+// compareLists says, once until it changes, that a listed member answers
+// with another member list than this one's (a list changed on some
+// members only: each places sessions over the members it counts, so two
+// members may place one session differently until every list is the same;
+// the store's fence keeps one writer per session). Called with s.mu held.
+func (s *Static) compareLists(peer string, ps *peerState, n *staticNode) {
+	if n.Peers == nil { // a member that does not say its list
+		return
+	}
+	other := strings.Join(n.Peers, ",")
+	if other == strings.Join(s.self.Peers, ",") {
+		if ps.otherList != "" {
+			s.opts.Logger.Info().Str("peer", peer).Msg("cluster member's list is this member's again")
+		}
+		ps.otherList = ""
+		return
+	}
+	if other == ps.otherList {
+		return
+	}
+	ps.otherList = other
+	s.opts.Logger.Warn().Str("peer", peer).Str("its_peers", other).Str("these_peers", strings.Join(s.self.Peers, ",")).
+		Msg("cluster member lists differ: until every member runs with the same --peers (restart each with the new list, one by one), " +
+			"members may place a session on different members")
+}
+
+// sortedList returns the list sorted, without repeats.
+func sortedList(l []string) []string {
+	out := slices.Clone(l)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // check asks one listed member for its node.

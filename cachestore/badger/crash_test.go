@@ -49,16 +49,7 @@ func TestHelperProcess(t *testing.T) {
 		os.Exit(3)
 	}
 	ctx := context.Background()
-	var mu sync.Mutex
-	say := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(os.Stdout, format+"\n", args...)
-	}
-	fail := func(err error) {
-		fmt.Fprintf(os.Stderr, "writer: %v\n", err)
-		os.Exit(4)
-	}
+	say, fail := writerOutput()
 	for i := range crashStuck {
 		id := fmt.Sprintf("stuck-%d", i)
 		if err := b.CommitTurn(ctx, &cachestore.TurnCommit{Session: id, Record: storetest.Record(1, "r", "", 2)}); err != nil {
@@ -232,4 +223,21 @@ func countPrefix(t *testing.T, b *Store, prefix string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// writerOutput gives a crash test's writer process its two ways to speak:
+// say writes a line to stdout (lines of concurrent writers never mix),
+// fail writes the error to stderr and exits 4.
+func writerOutput() (say func(format string, args ...any), fail func(error)) {
+	var mu sync.Mutex
+	say = func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(os.Stdout, format+"\n", args...)
+	}
+	fail = func(err error) {
+		fmt.Fprintf(os.Stderr, "writer: %v\n", err)
+		os.Exit(4)
+	}
+	return say, fail
 }

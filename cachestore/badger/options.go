@@ -34,6 +34,7 @@ const (
 	smallValueLogFile    = 16 << 20
 	inMemoryMemTableSize = 8 << 20
 	inMemoryValueLimit   = 1 << 20 // Badger's cap on the value threshold
+	tinyFileSize         = 1 << 20 // Badger's smallest value-log file
 )
 
 // Options configures Open. The zero value is not valid: set Dir
@@ -61,6 +62,11 @@ type Options struct {
 	// Logger receives the store's and Badger's logs. The zero value discards
 	// them.
 	Logger zerolog.Logger
+
+	// tinyFiles makes value-log files and memtables as small as Badger
+	// allows (1 MiB), so that a test crashing the store at random points
+	// meets file rotations, flushes and compactions often.
+	tinyFiles bool
 }
 
 // TestOptions returns the Small options for a DB in dir (in memory when dir
@@ -108,6 +114,9 @@ func (o Options) badgerOptions() badgerdb.Options {
 			WithNumLevelZeroTablesStall(2).
 			WithValueLogFileSize(smallValueLogFile).
 			WithMetricsEnabled(false)
+	}
+	if o.tinyFiles {
+		bo = bo.WithMemTableSize(tinyFileSize).WithValueLogFileSize(tinyFileSize)
 	}
 	if o.InMemory {
 		// In memory every value stays under the threshold: raise it to the

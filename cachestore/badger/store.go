@@ -76,7 +76,7 @@ func Open(opts Options) (*Store, error) {
 		where = "memory"
 	}
 	if !opts.InMemory {
-		if err := removeEmptyMemtables(opts.Dir, opts.Logger); err != nil {
+		if err := removeEmptyLogFiles(opts.Dir, opts.Logger); err != nil {
 			return nil, fmt.Errorf("opening badger store in %s: %w", where, err)
 		}
 	}
@@ -433,12 +433,16 @@ func (b *Store) deletePrefix(ctx context.Context, prefix []byte) error {
 	return wb.Flush()
 }
 
-// removeEmptyMemtables deletes memtable files of zero bytes. Badger creates
-// a memtable file and then sizes it; a process killed between the two leaves
-// an empty file that Badger refuses to open ("while opening memtables …
-// Create a new file"). An empty memtable file holds no entry, so removing
-// it loses nothing.
-func removeEmptyMemtables(dir string, log zerolog.Logger) error {
+// removeEmptyLogFiles deletes memtable and value-log files of zero bytes.
+// Badger creates such a file and then sizes it, and deletes one (a flushed
+// memtable, a value-log file without entries or rewritten by GC) by
+// truncating it to zero and then removing it; a process killed between the
+// two steps leaves an empty file that Badger refuses to open ("while
+// opening memtables … Create a new file", "During db.vlog.open err: Open
+// existing file … Create a new file"). An empty file holds no entry: a
+// new one has none yet, and a deleted one's were flushed or moved before
+// it was emptied, so removing it loses nothing.
+func removeEmptyLogFiles(dir string, log zerolog.Logger) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -447,7 +451,7 @@ func removeEmptyMemtables(dir string, log zerolog.Logger) error {
 		return err
 	}
 	for _, e := range entries {
-		if e.IsDir() || filepath.Ext(e.Name()) != ".mem" {
+		if ext := filepath.Ext(e.Name()); e.IsDir() || ext != ".mem" && ext != ".vlog" {
 			continue
 		}
 		fi, err := e.Info()
@@ -457,7 +461,7 @@ func removeEmptyMemtables(dir string, log zerolog.Logger) error {
 		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
 			return err
 		}
-		log.Warn().Str("file", e.Name()).Msg("removed an empty memtable file left by a crash")
+		log.Warn().Str("file", e.Name()).Msg("removed an empty log file left by a crash")
 	}
 	return nil
 }

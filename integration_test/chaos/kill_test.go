@@ -105,6 +105,7 @@ func readDisk(t *testing.T, ws, data string) diskState {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	left := listDir(data) // before the open, which may change what the kill left
 	cmd := exec.CommandContext(ctx, binary, "session", "--workspace", ws, "--data", data, "--session", killSession)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -117,7 +118,7 @@ func readDisk(t *testing.T, ws, data string) diskState {
 		return diskState{status: map[string]string{}}
 	}
 	if err != nil {
-		t.Fatalf("INVARIANT: session unreadable: %v\n%s\n%s", err, stderr.String(), storetest.KeepDir(data))
+		t.Fatalf("INVARIANT: session unreadable: %v\n%s\nthe kill left:\n%s%s", err, stderr.String(), left, storetest.KeepDir(data))
 	}
 	var d struct {
 		Tools []struct {
@@ -194,6 +195,21 @@ func checkInvariants(t *testing.T, ws string, prev, cur diskState, want []string
 		}
 	}
 	return dups
+}
+
+// listDir lists the files of dir with their sizes.
+func listDir(dir string) string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "  " + err.Error() + "\n"
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil {
+			fmt.Fprintf(&b, "  %s %d bytes\n", e.Name(), fi.Size())
+		}
+	}
+	return b.String()
 }
 
 func readFile(p string) string {

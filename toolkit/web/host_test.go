@@ -67,3 +67,36 @@ func TestHostsThatIDNARefusesAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardingHeadersStayOffSecretBearingRequests: a proxy in front of
+// the secret's host may route by X-Forwarded-Host, Forwarded or another
+// forwarding header as a virtual host routes by Host, so a request that
+// carries a secret (in its URL, a header or its body) refuses every
+// forwarding header the model sets; a request without a secret may send
+// them.
+func TestForwardingHeadersStayOffSecretBearingRequests(t *testing.T) {
+	b := newRecorder(t)
+	deps := testDeps(newFakeClock())
+	deps.Secrets = boundSecrets(t, "T", tokenValue, origin(t, b.URL))
+	w := newWeb(t, deps)
+	for _, h := range []string{"X-Forwarded-Host", "x-forwarded-host", "Forwarded", "X-Forwarded-For", "X-Forwarded-Proto",
+		"X-Forwarded-Port", "X-Forwarded-Prefix", "X-Forwarded-Server", "X-Original-Host", "X-Original-URL", "X-Rewrite-URL", "X-Host"} {
+		for _, args := range []obj{
+			{"url": b.URL + "/x", "headers": obj{h: "admin.internal", "X-Api-Key": "${secret:T}"}},
+			{"url": b.URL + "/x?k=${secret:T}", "headers": obj{h: "for=1.2.3.4;host=admin.internal"}},
+			{"url": b.URL + "/x", "method": "POST", "body": "k=${secret:T}", "headers": obj{h: "admin.internal"}},
+		} {
+			_, err := call(t, w, HTTPRequestName, "s1", args)
+			wantErr(t, err, "forwarding header")
+		}
+	}
+	for _, req := range b.requests() {
+		t.Errorf("a secret-bearing request with a forwarding header was sent:\n%s", req)
+	}
+	if _, err := call(t, w, HTTPRequestName, "s1", obj{"url": b.URL + "/y", "headers": obj{"X-Forwarded-For": "10.0.0.1"}}); err != nil {
+		t.Fatalf("a forwarding header on a request without a secret: %v", err)
+	}
+	if reqs := b.requests(); len(reqs) != 1 || !strings.Contains(reqs[0], "X-Forwarded-For: 10.0.0.1") {
+		t.Errorf("requests: %q", reqs)
+	}
+}

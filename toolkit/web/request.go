@@ -281,7 +281,7 @@ func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers m
 	if err != nil {
 		return nil, fmt.Errorf("url %q: %w", rawURL, err)
 	}
-	resolvedURL, _, err := w.secrets.ResolveEscaped(ctx, origin, rawURL, url.QueryEscape)
+	resolvedURL, inURL, err := w.secrets.ResolveEscaped(ctx, origin, rawURL, url.QueryEscape)
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +297,7 @@ func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers m
 		// this guards the rule rather than a known path.
 		return nil, fmt.Errorf("url %q: filling in its secrets would change where it goes; refusing", rawURL)
 	}
-	resolvedBody, _, err := w.secrets.Resolve(ctx, origin, body)
+	resolvedBody, inBody, err := w.secrets.Resolve(ctx, origin, body)
 	if err != nil {
 		return nil, err
 	}
@@ -319,10 +319,20 @@ func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers m
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	for _, k := range names {
-		v, _, err := w.secrets.Resolve(ctx, origin, headers[k])
+	bearsSecret := len(inURL) > 0 || len(inBody) > 0
+	values := make([]string, len(names))
+	for i, k := range names {
+		v, used, err := w.secrets.Resolve(ctx, origin, headers[k])
 		if err != nil {
 			return nil, fmt.Errorf("header %q: %w", k, err)
+		}
+		values[i], bearsSecret = v, bearsSecret || len(used) > 0
+	}
+	for i, k := range names {
+		v := values[i]
+		if bearsSecret && forwardingHeader(k) {
+			return nil, fmt.Errorf("a request that carries a secret may not set the forwarding header %q: a proxy in front of %s could "+
+				"route it, and the secret, by that header to another host; leave it out", k, u.Host)
 		}
 		if !httpguts.ValidHeaderFieldValue(v) {
 			return nil, fmt.Errorf("header %q: a secret it references holds a line break or a control character", k)
@@ -344,6 +354,17 @@ func (w *Web) buildRequest(ctx context.Context, method, rawURL string, headers m
 		req.Header.Set("Content-Type", ct)
 	}
 	return req, nil
+}
+
+// forwardingHeader reports whether a header is one that proxies route or
+// rewrite requests by, as a virtual host routes by Host.
+func forwardingHeader(name string) bool {
+	switch n := strings.ToLower(name); n {
+	case "forwarded", "x-original-host", "x-original-url", "x-rewrite-url", "x-host", "x-http-host-override", "x-forwarded":
+		return true
+	default:
+		return strings.HasPrefix(n, "x-forwarded-")
+	}
 }
 
 // namesHost reports whether a Host header value names u's host and port
