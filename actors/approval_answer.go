@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -36,22 +35,19 @@ const (
 	confirmFailed = "failed"
 )
 
-// approvalSeqBase places the events of an answered deferred approval
-// after every event of the session's last turn and after client results.
-const approvalSeqBase = 700_000_000
-
 // takeApproval asks the commit actor to take a deferred approval for an
 // answer: claimed (approve) or settled skipped (deny).
 type takeApproval struct{ reply *messages.ConfirmReply }
 
 // approvalTaken is the commit actor's reply to takeApproval: status is a
 // ConfirmAck status; approval is the claimed approval (approve), rec the
-// amended turn (deny); last is the session's last committed turn.
+// amended turn (deny); events is the block the answer's events are
+// numbered in (the session's, after its last turn's events).
 type approvalTaken struct {
 	status   string
 	approval *cachestore.Approval
 	rec      *messages.TurnRecord
-	last     int64
+	events   *eventBlock
 	err      error
 }
 
@@ -85,12 +81,9 @@ type approvalSettled struct {
 }
 
 // approvalEmitter stamps the events of an answered approval: its run and
-// turn, sequence numbers after the session's last turn's.
-func approvalEmitter(cfg *Config, ap *cachestore.Approval, last int64) *emitter {
-	em := newEmitter(cfg, ap.Session, ap.Run, ap.Turn, "")
-	em.seqBase = uint64(last)*seqPerTurn + approvalSeqBase + uint64(ap.Turn%1000)*100_000 +
-		uint64(crc32.ChecksumIEEE([]byte(ap.CallID))%100)*1000
-	return em
+// turn, sequence numbers from the session's block.
+func approvalEmitter(cfg *Config, ap *cachestore.Approval, events *eventBlock) *emitter {
+	return newEmitter(cfg, ap.Session, ap.Run, ap.Turn, "").numberedIn(events)
 }
 
 // emitApprovalResult emits the tool_result of an amended call.
@@ -191,7 +184,7 @@ func (a *approvalActor) taken(ctx actor.Context, m *approvalTaken) {
 		return
 	}
 	a.ap = m.approval
-	a.em = approvalEmitter(&a.cfg.Config, a.ap, m.last)
+	a.em = approvalEmitter(&a.cfg.Config, a.ap, m.events)
 	if m.rec != nil { // denied: settled skipped
 		a.cfg.Observer.CallDone(a.ap.Tool, string(toolkit.StatusSkipped))
 		emitApprovalResult(a.em, m.rec, a.ap.CallID)

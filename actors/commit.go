@@ -53,6 +53,14 @@ type sessionState struct {
 	fresh bool
 	next  int64
 	runs  runTable
+	// events is the block the session numbers its events in: the running
+	// or last turn's, or, before the first turn since the session was
+	// loaded, the first of the two LoadSession took; nextBlock is the next
+	// turn's. Every intent and commit stores nextBlock+1 as the session's
+	// event counter, so no block a writer may use before it writes is ever
+	// handed out again, after a crash either (storedEventBlock).
+	events    *eventBlock
+	nextBlock uint64
 	// lent: a turn holds one run's state (taken out of runs) until its
 	// commit hands it back, or a reset forgets it.
 	lent bool
@@ -251,17 +259,11 @@ func (a *commitActor) prepare(m *prepareTurn) *prepared {
 	ctx, cancel := a.storeCtx()
 	defer cancel()
 	st := a.st
-	if st.lent {
-		// Not after a turn that committed or was reset (sessions run one
-		// turn at a time): what the cache holds is not known, so reload.
-		a.reset()
-	}
-	if !st.loaded {
-		loaded, err := a.store.LoadSession(ctx, a.session)
-		if err != nil {
-			return &prepared{err: err}
-		}
-		st.next, st.loaded, st.fresh, st.runs = loaded.NextTurn, true, loaded.NextTurn == 1, runTable{}
+	// A state still lent is not after a turn that committed or was reset
+	// (sessions run one turn at a time): what the cache holds is not
+	// known, so loaded reloads it.
+	if err := a.loaded(ctx); err != nil {
+		return &prepared{err: err}
 	}
 	if m.turnID != "" {
 		rec, err := a.store.TurnByID(ctx, a.session, m.turnID)
@@ -285,8 +287,13 @@ func (a *commitActor) prepare(m *prepareTurn) *prepared {
 		}
 	}
 	st.lent = true
-	return &prepared{next: st.next, run: rs}
+	st.events, st.nextBlock = newEventBlock(st.nextBlock), st.nextBlock+1
+	return &prepared{next: st.next, run: rs, events: st.events}
 }
+
+// storedEventBlock is the event counter every intent and commit stores:
+// past the running turn's block and the next turn's.
+func (st *sessionState) storedEventBlock() uint64 { return st.nextBlock + 1 }
 
 // endRun deletes a run's state.
 func (a *commitActor) endRun(m *messages.EndRun) error {
@@ -308,7 +315,9 @@ func (a *commitActor) endRun(m *messages.EndRun) error {
 func (a *commitActor) writeIntent(m *writeIntent) error {
 	ctx, cancel := a.storeCtx()
 	defer cancel()
-	return a.store.WriteIntent(ctx, m.intent)
+	in := *m.intent
+	in.EventBlock = a.st.storedEventBlock()
+	return a.store.WriteIntent(ctx, &in)
 }
 
 // commitTurn writes a turn, then applies its changes to the run's state
@@ -318,6 +327,7 @@ func (a *commitActor) commitTurn(m *commitTurn) error {
 	defer cancel()
 	c, st := m.commit, a.st
 	st.lent = false
+	c.EventBlock = st.storedEventBlock()
 	if err := a.heldApprovals(ctx, c); err != nil {
 		a.reset()
 		return err
@@ -392,6 +402,9 @@ func (a *commitActor) heldApprovals(ctx context.Context, c *cachestore.TurnCommi
 func (a *commitActor) clientResult(m *messages.ClientResult) error {
 	ctx, cancel := a.storeCtx()
 	defer cancel()
+	if err := a.loaded(ctx); err != nil {
+		return err
+	}
 	st := toolkit.StatusOK
 	if m.IsError {
 		st = toolkit.StatusError
@@ -412,10 +425,9 @@ func (a *commitActor) clientResult(m *messages.ClientResult) error {
 	case err != nil:
 		return err
 	}
-	idx := 0
-	for i, tm := range rec.ToolMessages {
+	for _, tm := range rec.ToolMessages {
 		if tm.ToolCallId == m.CallId {
-			idx, name = i, tm.Name
+			name = tm.Name
 		}
 	}
 	if name == "" {
@@ -430,7 +442,7 @@ func (a *commitActor) clientResult(m *messages.ClientResult) error {
 	if a.cfg.Events != nil {
 		ev := &messages.Event{Kind: EventToolResult, Session: a.session, Run: rec.Run, Turn: rec.Turn, CallId: m.CallId,
 			Tool: name, Status: msg.Status, Text: clipRedacted(a.cfg.Redactor, content, maxEventText),
-			Seq:          uint64(a.st.next-1)*seqPerTurn + clientResultSeqBase + uint64(rec.Turn%1000)*1000 + uint64(idx%1000),
+			Seq:          a.st.events.next(),
 			TimeUnixNano: a.cfg.Clock().UnixNano()}
 		a.cfg.Events(ev)
 	}

@@ -30,6 +30,9 @@ func (a *commitActor) loaded(ctx context.Context) error {
 		return err
 	}
 	st.next, st.loaded, st.fresh, st.runs = l.NextTurn, true, l.NextTurn == 1, runTable{}
+	// LoadSession took two blocks: events before the first turn are
+	// numbered in the first, the first turn takes the second.
+	st.events, st.nextBlock = newEventBlock(l.EventBlock), l.EventBlock+1
 	return nil
 }
 
@@ -40,13 +43,13 @@ func (a *commitActor) takeApproval(m *takeApproval) *approvalTaken {
 	if err := a.loaded(ctx); err != nil {
 		return &approvalTaken{err: err}
 	}
-	r, last := m.reply, a.st.next-1
+	r, events := m.reply, a.st.events
 	if r.Approve {
 		ap, err := a.store.ClaimApproval(ctx, a.session, r.CallId, r.ArgsHash)
 		if err != nil {
-			return &approvalTaken{status: a.refusal(ctx, r.CallId, err), last: last, err: ignoreRefusal(err)}
+			return &approvalTaken{status: a.refusal(ctx, r.CallId, err), events: events, err: ignoreRefusal(err)}
 		}
-		return &approvalTaken{status: confirmAccepted, approval: ap, last: last}
+		return &approvalTaken{status: confirmAccepted, approval: ap, events: events}
 	}
 	as, err := a.store.Approvals(ctx, a.session)
 	if err != nil {
@@ -60,11 +63,11 @@ func (a *commitActor) takeApproval(m *takeApproval) *approvalTaken {
 	}
 	switch {
 	case ap == nil:
-		return &approvalTaken{status: a.refusal(ctx, r.CallId, cachestore.ErrNotFound), last: last}
+		return &approvalTaken{status: a.refusal(ctx, r.CallId, cachestore.ErrNotFound), events: events}
 	case ap.ArgsHash != r.ArgsHash:
-		return &approvalTaken{status: confirmMismatch, last: last}
+		return &approvalTaken{status: confirmMismatch, events: events}
 	case ap.Claimed:
-		return &approvalTaken{status: confirmAlreadyAnswered, last: last}
+		return &approvalTaken{status: confirmAlreadyAnswered, events: events}
 	}
 	reason := "denied by the user"
 	if r.Reason != "" {
@@ -76,9 +79,9 @@ func (a *commitActor) takeApproval(m *takeApproval) *approvalTaken {
 	}
 	rec, err := a.store.SettleApproval(ctx, a.session, r.CallId, msg)
 	if err != nil {
-		return &approvalTaken{status: a.refusal(ctx, r.CallId, err), last: last, err: ignoreRefusal(err)}
+		return &approvalTaken{status: a.refusal(ctx, r.CallId, err), events: events, err: ignoreRefusal(err)}
 	}
-	return &approvalTaken{status: confirmAccepted, approval: ap, rec: rec, last: last}
+	return &approvalTaken{status: confirmAccepted, approval: ap, rec: rec, events: events}
 }
 
 // peekApproval looks for the approval a stored answer names.
@@ -168,7 +171,7 @@ func (a *commitActor) endRunApprovals(ctx context.Context, run string) error {
 			return err
 		}
 		a.cfg.Observer.CallDone(ap.Tool, msg.Status)
-		em := approvalEmitter(&a.cfg.Config, ap, a.st.next-1)
+		em := approvalEmitter(&a.cfg.Config, ap, a.st.events)
 		emitApprovalResult(em, rec, ap.CallID)
 	}
 	return nil

@@ -35,10 +35,25 @@ const (
 	ConfirmCanceled = "canceled"  // the turn was canceled while it waited
 )
 
-// seqPerTurn spaces sequence numbers by turn: event n of turn t has
-// seq t*seqPerTurn+n, so a session's sequence keeps increasing across
-// passivation, restarts and cluster members without a stored counter.
-const seqPerTurn = 1_000_000_000
+// seqPerBlock is the size of a block of sequence numbers: the n-th event
+// numbered in block b has seq b*seqPerBlock+n. The session's commit actor
+// owns the session's blocks (sessionState.events) and stores its counter
+// with what it writes; see eventBlock.
+const seqPerBlock = 1_000_000_000
+
+// eventBlock hands out the sequence numbers of one block. A turn numbers
+// its events in a block of its own; the events that follow it before the
+// next turn (client results, answered approvals, the approvals a run's end
+// settles) go on in the same block. Safe for concurrent use.
+type eventBlock struct {
+	base uint64 // immutable
+	n    atomic.Uint64
+}
+
+func newEventBlock(block uint64) *eventBlock { return &eventBlock{base: block * seqPerBlock} }
+
+// next returns the block's next sequence number.
+func (b *eventBlock) next() uint64 { return b.base + b.n.Add(1) }
 
 // maxEventText caps the text an event carries; the full content is in the
 // tool message.
@@ -51,10 +66,6 @@ const (
 	maxConfirmArguments = 16384
 )
 
-// clientResultSeqBase places the tool_result of a client call handed back
-// between turns after every event of the session's last turn.
-const clientResultSeqBase = 500_000_000
-
 // emitter stamps and delivers one turn's events. Streamed output comes from
 // tool goroutines, so it is guarded by mu; it belongs to one turn and is
 // dropped with it.
@@ -64,18 +75,26 @@ type emitter struct {
 	run       string                // immutable
 	turn      int64                 // immutable
 	requestID string                // immutable: the turn's DispatchTurn.request_id
-	// seqBase, when set, is the sequence number before the first event
-	// (an answered deferred approval's); otherwise turn*seqPerTurn.
-	seqBase  uint64
-	clock    func() time.Time // immutable
-	redactor toolkit.Redactor // immutable; may be nil
+	seq       *eventBlock           // immutable after newEmitter: the block its events are numbered in
+	clock     func() time.Time      // immutable
+	redactor  toolkit.Redactor      // immutable; may be nil
 
+	// mu keeps stamping and delivery in one order.
 	mu sync.Mutex
-	n  uint64 // guarded by mu
 }
 
+// newEmitter returns the emitter of a turn's events, numbered in a block
+// of the turn's number; the dispatcher's own emitters are numberedIn the
+// session's blocks.
 func newEmitter(cfg *Config, session, run string, turn int64, requestID string) *emitter {
-	return &emitter{sink: cfg.Events, session: session, run: run, turn: turn, requestID: requestID, clock: cfg.Clock, redactor: cfg.Redactor}
+	return &emitter{sink: cfg.Events, session: session, run: run, turn: turn, requestID: requestID,
+		seq: newEventBlock(uint64(turn)), clock: cfg.Clock, redactor: cfg.Redactor}
+}
+
+// numberedIn has e number its events in seq, before its first event.
+func (e *emitter) numberedIn(seq *eventBlock) *emitter {
+	e.seq = seq
+	return e
 }
 
 // active reports whether anyone receives events.
@@ -99,12 +118,7 @@ func (e *emitter) send(ev *messages.Event) {
 	ev.Session, ev.Run, ev.Turn, ev.RequestId = e.session, e.run, e.turn, e.requestID
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.n++
-	base := e.seqBase
-	if base == 0 {
-		base = uint64(e.turn) * seqPerTurn
-	}
-	ev.Seq = base + e.n
+	ev.Seq = e.seq.next()
 	ev.TimeUnixNano = e.clock().UnixNano()
 	e.sink(ev)
 }

@@ -52,6 +52,7 @@ type prepareTurn struct {
 type prepared struct {
 	next   int64
 	run    *cachestore.RunState
+	events *eventBlock // the turn's block of sequence numbers
 	replay *messages.TurnRecord
 	// conflict: turnID names a committed turn with other calls (replay
 	// holds it).

@@ -35,7 +35,7 @@ func TestPolicyLoweredEvent(t *testing.T) {
 				if e.Kind != EventPolicyLowered {
 					continue
 				}
-				if i != 0 || e.Seq != 1*seqPerTurn+1 || e.CallId != "" {
+				if i != 0 || e.Seq != 1*seqPerBlock+1 || e.CallId != "" {
 					t.Errorf("policy_lowered is event %d, seq %d, call %q: want the turn's first, with no call", i, e.Seq, e.CallId)
 				}
 				got = append(got, e.ApproveAsked, e.ApproveApplied)

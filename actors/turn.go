@@ -17,8 +17,9 @@ import (
 const defaultRun = "default"
 
 // turnActor runs one turn through the three passes: it prepares the turn
-// with the commit actor, spawns the preflight actor (pass 1) and the pool
-// (pass 2), hands the outcome to the commit actor (pass 3), emits the
+// with the commit actor, runs pass 1 itself until a call has to wait (then
+// spawns the preflight actor for the rest of it), spawns the pool (pass
+// 2), hands the outcome to the commit actor (pass 3), emits the
 // tool_result events and answers its requester exactly once.
 type turnActor struct {
 	cfg     *shared
@@ -147,7 +148,7 @@ func (a *turnActor) prepared(ctx actor.Context, p *prepared) {
 			Messages: p.replay.ToolMessages, Replayed: true}, false)
 	default:
 		a.turn, a.runState = p.next, p.run
-		a.em = newEmitter(&a.cfg.Config, a.session, a.run, a.turn, a.req.RequestId)
+		a.em = newEmitter(&a.cfg.Config, a.session, a.run, a.turn, a.req.RequestId).numberedIn(p.events)
 		a.tr.numbered(a.turn)
 		a.startPreflight(ctx)
 	}

@@ -30,6 +30,7 @@ type Memory struct {
 	files    map[memFileKey][]memFileVersion // guarded by mu
 	kv       map[string][]byte               // by namespace NUL key; guarded by mu
 	approval map[memApprovalKey]*Approval    // guarded by mu
+	events   map[string]uint64               // event counter by session; guarded by mu
 }
 
 type memApprovalKey struct{ session, callID string }
@@ -67,6 +68,7 @@ func NewMemory() *Memory {
 		cache:    make(map[string]memCacheEntry),
 		files:    make(map[memFileKey][]memFileVersion),
 		approval: make(map[memApprovalKey]*Approval),
+		events:   make(map[string]uint64),
 	}
 }
 
@@ -99,6 +101,9 @@ func (m *Memory) LoadSession(ctx context.Context, session string) (SessionState,
 	}
 	m.resolveLocked(session)
 	st := SessionState{NextTurn: m.nextTurn(session)}
+	stored, ok := m.events[session]
+	st.EventBlock = LoadedEventBlock(stored, ok, st.NextTurn)
+	m.events[session] = st.EventBlock + EventBlocksPerLoad
 	m.mu.Unlock()
 	if _, err := SettleClaimed(ctx, m, session); err != nil {
 		return SessionState{}, fmt.Errorf("loading session %q: %w", session, err)
@@ -249,7 +254,16 @@ func (m *Memory) WriteIntent(ctx context.Context, in *Intent) error {
 		m.intents[in.Session] = byTurn
 	}
 	byTurn[in.Turn] = c
+	m.countEventsLocked(in.Session, in.EventBlock)
 	return nil
+}
+
+// countEventsLocked stores block as the session's event counter when it
+// is above the stored one.
+func (m *Memory) countEventsLocked(session string, block uint64) {
+	if block > m.events[session] {
+		m.events[session] = block
+	}
 }
 
 // CommitTurn applies a turn's writes atomically: the record, the run-state
@@ -283,6 +297,7 @@ func (m *Memory) CommitTurn(ctx context.Context, c *TurnCommit) error {
 		return fmt.Errorf("committing turn %d of session %q: next turn is %d: %w", rec.Turn, c.Session, next, ErrStaleTurn)
 	}
 	m.commitLocked(c.Session, rec, turnID)
+	m.countEventsLocked(c.Session, c.EventBlock)
 	for _, a := range c.Approvals {
 		m.approval[memApprovalKey{a.Session, a.CallID}] = CloneApproval(a)
 	}

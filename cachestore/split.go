@@ -5,11 +5,14 @@ import (
 	"time"
 )
 
-// Split is a Store whose sessions, runs, intents, file versions and KV
-// records live in Shared (PostgreSQL for a cluster) while the 30-minute
-// result cache stays in Local (each member's own Badger). The cache entries
-// of a commit are written to Local after the shared commit succeeded: the
-// cache is best effort and never holds anything a turn needs.
+// Split is a Store whose sessions, runs, intents, approvals and KV records
+// live in Shared (PostgreSQL for a cluster) while the 30-minute result
+// cache stays in Local (each member's own Badger). The cache entries of a
+// commit are written to Local after the shared commit succeeded: the cache
+// is best effort and never holds anything a turn needs. File versions
+// asked of a Split go to Shared too, but a cluster member's tools keep
+// theirs in Local, since they describe the member's own workspace files
+// (the command hands the file tools the local store: belt.Config.Versions).
 type Split struct {
 	Store       // the shared store
 	Local Store // the member's cache

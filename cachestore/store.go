@@ -13,6 +13,33 @@ import (
 type SessionState struct {
 	// NextTurn is the number the next turn of the session gets (first is 1).
 	NextTurn int64
+	// EventBlock is the session's event counter as it was when loaded:
+	// the dispatcher numbers events in blocks (block b holds the numbers
+	// from b×10⁹+1), and no writer of the session used a block at or above
+	// it. LoadSession takes two blocks for its caller, EventBlock and the
+	// next, by storing EventBlock+2 before it returns, so a loader may emit
+	// in them before it writes anything. A session stored before the
+	// counter existed reads as LoadedEventBlock derives it.
+	EventBlock uint64
+}
+
+// EventBlocksPerLoad is how many blocks LoadSession takes for its caller.
+const EventBlocksPerLoad = 2
+
+// LoadedEventBlock is the event counter LoadSession returns: the stored
+// one (ok), or for a session stored without one, a block past every
+// number the older numbering gave (turn t's events in block t, events
+// between turns in the block of the last committed turn, a turn that was
+// interrupted before it was written in the block of the next turn): 0 for
+// a session with no committed turn, next+1 otherwise.
+func LoadedEventBlock(stored uint64, ok bool, next int64) uint64 {
+	switch {
+	case ok:
+		return stored
+	case next <= 1:
+		return 0
+	}
+	return uint64(next) + 1
 }
 
 // DedupEntry is one row of a run's de-duplication table: a call that
@@ -66,6 +93,9 @@ type Intent struct {
 	// CallsHash is the turn record's calls_hash (set when the turn has a
 	// turn id), kept so that a resolved turn is an idempotency key too.
 	CallsHash string
+	// EventBlock, when set, is stored as the session's event counter
+	// (SessionState.EventBlock) with the intent; its writer only raises it.
+	EventBlock uint64
 }
 
 // TurnCommit is everything one turn writes, applied in one transaction.
@@ -81,6 +111,9 @@ type TurnCommit struct {
 	// Approvals are the deferred approvals of the turn's calls committed
 	// awaiting_approval (CheckApprovals), written in the same transaction.
 	Approvals []*Approval
+	// EventBlock, when set, is stored as the session's event counter
+	// (SessionState.EventBlock) with the turn; its writer only raises it.
+	EventBlock uint64
 }
 
 // CacheEntry is one value of the TTL cache with its absolute expiry.
@@ -127,7 +160,8 @@ type KV = struct {
 type SessionStore interface {
 	// LoadSession returns the session's state, first resolving any intent
 	// record left by a crash into a committed turn (nobody else can be writing
-	// the session when its actor starts).
+	// the session when its actor starts), and takes EventBlocksPerLoad
+	// blocks of event numbers for its caller (SessionState.EventBlock).
 	LoadSession(ctx context.Context, session string) (SessionState, error)
 	// TurnByID returns the committed turn with this turn id, or ErrNotFound.
 	TurnByID(ctx context.Context, session, turnID string) (*messages.TurnRecord, error)

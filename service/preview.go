@@ -1,16 +1,15 @@
 package service
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/messages"
+	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
+	"github.com/tooldispatch/tooldispatch/toolkit/mcp"
+	"github.com/tooldispatch/tooldispatch/toolkit/web"
 )
 
 // PendingView is a pending confirmation as GET /v1/pending and the
@@ -180,84 +179,25 @@ func (s *Server) turnCalls(p PendingConfirm) []TurnCallView {
 	return out
 }
 
-// change shows what a call would change, by its tool: a run_command
-// call's command line, an http_request call's request line, the MCP
-// server an MCP tool's call goes to.
+// change shows what a call would change, by its tool, as the tool's own
+// package shows it: a run_command call's command line, an http_request
+// call's request line, the MCP server an MCP tool's call goes to.
 func change(tool, arguments string) (command, request, mcpServer string) {
 	switch tool {
-	case "run_command":
+	case builtin.RunCommandName:
 		return commandLine(arguments), "", ""
-	case "http_request":
+	case web.HTTPRequestName:
 		return "", requestLine(arguments), ""
 	}
-	if rest, ok := strings.CutPrefix(tool, "mcp__"); ok {
-		if server, _, ok := strings.Cut(rest, "__"); ok {
-			return "", "", server
-		}
-	}
-	return "", "", ""
+	server, _ := mcp.ServerOf(tool)
+	return "", "", server
 }
 
-// requestLine shows an http_request call as its method and URL, then the
-// names of the headers it sets and the size of its body; "" when the
-// arguments have no URL.
-func requestLine(arguments string) string {
-	var a struct {
-		Method  string            `json:"method"`
-		URL     string            `json:"url"`
-		Headers map[string]string `json:"headers"`
-		Body    *string           `json:"body"`
-	}
-	if json.Unmarshal([]byte(arguments), &a) != nil || a.URL == "" {
-		return ""
-	}
-	line := cmp.Or(a.Method, "GET") + " " + a.URL
-	if len(a.Headers) > 0 {
-		names := slices.Sorted(maps.Keys(a.Headers))
-		line += "\nheaders: " + strings.Join(names, ", ")
-	}
-	if a.Body != nil {
-		line += fmt.Sprintf("\nbody: %d bytes", len(*a.Body))
-	}
-	return line
-}
+// requestLine is web.RequestLine: the request line of an http_request call.
+func requestLine(arguments string) string { return web.RequestLine(arguments) }
 
-// commandLine shows a run_command call's argv as one shell-quoted line, or
-// its shell line as given; "" when the arguments have neither.
-func commandLine(arguments string) string {
-	var a struct {
-		Argv  []string `json:"argv"`
-		Shell string   `json:"shell"`
-	}
-	if json.Unmarshal([]byte(arguments), &a) != nil {
-		return ""
-	}
-	if len(a.Argv) == 0 {
-		if a.Shell != "" {
-			return "sh -c " + shellQuote(a.Shell)
-		}
-		return ""
-	}
-	q := make([]string, len(a.Argv))
-	for i, w := range a.Argv {
-		q[i] = shellQuote(w)
-	}
-	return strings.Join(q, " ")
-}
-
-// shellQuote quotes w for a POSIX shell when it needs it: in single
-// quotes, with each single quote written as '\”.
-func shellQuote(w string) string {
-	if w == "" {
-		return "''"
-	}
-	if strings.IndexFunc(w, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
-	}) < 0 {
-		return w
-	}
-	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
-}
+// commandLine is builtin.CommandLine: the command line of a run_command call.
+func commandLine(arguments string) string { return builtin.CommandLine(arguments) }
 
 // maxShownTurnText is how much of the model's text a pending item shows.
 const maxShownTurnText = 4096

@@ -305,35 +305,9 @@ func (p *parser) object() (map[string]any, error) {
 			}
 		}
 		h := foldHash(key)
-		next := int32(-1)
-		if index == nil && len(p.mem)-base < smallObject {
-			for j := base; j < len(p.mem); j++ {
-				if p.mem[j].hash == h {
-					if err := keyClash(p.mem[j].key, key, keyOff); err != nil {
-						return nil, err
-					}
-				}
-			}
-		} else {
-			if index == nil {
-				index = make(map[uint64]int32, 2*smallObject)
-				for j := base; j < len(p.mem); j++ {
-					if prev, ok := index[p.mem[j].hash]; ok {
-						p.mem[j].next = prev
-					} else {
-						p.mem[j].next = -1
-					}
-					index[p.mem[j].hash] = int32(j)
-				}
-			}
-			if j, ok := index[h]; ok {
-				next = j
-				for ; j >= 0; j = p.mem[j].next {
-					if err := keyClash(p.mem[j].key, key, keyOff); err != nil {
-						return nil, err
-					}
-				}
-			}
+		next, err := p.checkKey(base, &index, key, h, keyOff)
+		if err != nil {
+			return nil, err
 		}
 		p.skipWS()
 		if p.i >= len(p.s) || p.s[p.i] != ':' {
@@ -380,6 +354,46 @@ func (p *parser) object() (map[string]any, error) {
 	p.out = append(p.out, '}')
 	p.depth--
 	return m, nil
+}
+
+// checkKey refuses key when a member of the object being parsed (from
+// base) has the same key or one that folds to it (keyClash): a linear scan
+// for a small object, past smallObject members an index by folded hash
+// built once (*index) and chained through member.next. It returns the
+// chain's head for key's hash, for the new member's next.
+func (p *parser) checkKey(base int, index *map[uint64]int32, key string, h uint64, keyOff int) (int32, error) {
+	if *index == nil && len(p.mem)-base < smallObject {
+		for j := base; j < len(p.mem); j++ {
+			if p.mem[j].hash == h {
+				if err := keyClash(p.mem[j].key, key, keyOff); err != nil {
+					return -1, err
+				}
+			}
+		}
+		return -1, nil
+	}
+	if *index == nil {
+		*index = make(map[uint64]int32, 2*smallObject)
+		for j := base; j < len(p.mem); j++ {
+			if prev, ok := (*index)[p.mem[j].hash]; ok {
+				p.mem[j].next = prev
+			} else {
+				p.mem[j].next = -1
+			}
+			(*index)[p.mem[j].hash] = int32(j)
+		}
+	}
+	j, ok := (*index)[h]
+	if !ok {
+		return -1, nil
+	}
+	next := j
+	for ; j >= 0; j = p.mem[j].next {
+		if err := keyClash(p.mem[j].key, key, keyOff); err != nil {
+			return -1, err
+		}
+	}
+	return next, nil
 }
 
 // reorder rewrites the members of the object whose text starts at objStart

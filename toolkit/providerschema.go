@@ -893,30 +893,7 @@ func (c *converter) gemini(n *jsonObject, path string) (*jsonObject, error) {
 	if t != "" {
 		n.set("type", geminiTypes[t])
 	}
-	if e, ok := n.get("enum"); ok {
-		var strs []any
-		allStrings := true
-		for _, v := range e.([]any) {
-			switch s := v.(type) {
-			case string:
-				strs = append(strs, s)
-			case nil:
-				n.set("nullable", true)
-			default:
-				allStrings = false
-			}
-		}
-		if allStrings && (t == "string" || t == "") {
-			n.set("enum", strs)
-			if t == "" {
-				t = "string"
-				n.set("type", "STRING")
-			}
-		} else {
-			notes = append(notes, note("enum", e))
-			n.del("enum")
-		}
-	}
+	t, notes = geminiEnum(n, t, notes)
 	if f, ok := n.get("format"); ok {
 		if s, _ := f.(string); !slices.Contains(geminiFormats[t], s) {
 			notes = append(notes, note("format", f))
@@ -940,56 +917,13 @@ func (c *converter) gemini(n *jsonObject, path string) (*jsonObject, error) {
 	}
 	switch t {
 	case "object":
-		if ap, ok := n.get("additionalProperties"); ok && ap != false && ap != true {
-			return nil, c.refuse(path, "a map (additionalProperties with a schema) cannot be expressed in Gemini's schema")
-		}
-		if freeForm(n) {
-			return nil, c.refuse(path, "a free-form object (no properties declared) cannot be expressed in Gemini's schema")
-		}
-		n.del("additionalProperties")
-		if p, ok := n.get("properties"); ok {
-			props, ok := p.(*jsonObject)
-			if !ok {
-				return nil, c.refuse(path+"/properties", "properties must be an object")
-			}
-			order := make([]any, 0, len(props.keys))
-			for _, k := range props.keys {
-				po, ok := props.vals[k].(*jsonObject)
-				if !ok {
-					return nil, c.refuse(path+"/properties/"+escapePointer(k), "a property's schema must be an object")
-				}
-				conv, err := c.gemini(po, path+"/properties/"+escapePointer(k))
-				if err != nil {
-					return nil, err
-				}
-				props.set(k, conv)
-				order = append(order, k)
-			}
-			if len(order) > 1 {
-				n.set("propertyOrdering", order)
-			}
-		}
-		if r, ok := n.get("required"); ok {
-			for _, x := range r.([]any) {
-				if p, _ := n.get("properties"); p == nil || !p.(*jsonObject).has(fmt.Sprint(x)) {
-					return nil, c.refuse(path, "required property %q is not declared in properties", clipText(fmt.Sprint(x), 64))
-				}
-			}
-		}
-	case "array":
-		items, ok := n.get("items")
-		if !ok || items == true {
-			return nil, c.refuse(path, "an array needs an items schema in Gemini's schema")
-		}
-		io, ok := items.(*jsonObject)
-		if !ok {
-			return nil, c.refuse(path+"/items", "items must be a schema object")
-		}
-		conv, err := c.gemini(io, path+"/items")
-		if err != nil {
+		if err := c.geminiObject(n, path); err != nil {
 			return nil, err
 		}
-		n.set("items", conv)
+	case "array":
+		if err := c.geminiArray(n, path); err != nil {
+			return nil, err
+		}
 	case "":
 		if !n.has("anyOf") {
 			return nil, c.refuse(path, "a schema without a type (any value) cannot be expressed in Gemini's schema")
@@ -998,4 +932,98 @@ func (c *converter) gemini(n *jsonObject, path string) (*jsonObject, error) {
 	n.keep(func(k string) bool { return slices.Contains(geminiKeywords, k) })
 	describe(n, notes)
 	return n, nil
+}
+
+// geminiEnum keeps an enum of strings (a null in it makes the schema
+// nullable) for a string or untyped schema, typing the latter STRING, and
+// moves any other enum into the notes; it returns the type and notes.
+func geminiEnum(n *jsonObject, t string, notes []string) (string, []string) {
+	e, ok := n.get("enum")
+	if !ok {
+		return t, notes
+	}
+	var strs []any
+	allStrings := true
+	for _, v := range e.([]any) {
+		switch s := v.(type) {
+		case string:
+			strs = append(strs, s)
+		case nil:
+			n.set("nullable", true)
+		default:
+			allStrings = false
+		}
+	}
+	if !allStrings || (t != "string" && t != "") {
+		n.del("enum")
+		return t, append(notes, note("enum", e))
+	}
+	n.set("enum", strs)
+	if t == "" {
+		t = "string"
+		n.set("type", "STRING")
+	}
+	return t, notes
+}
+
+// geminiObject converts an object schema's properties for Gemini (in
+// order, kept in propertyOrdering) and refuses what its schema cannot
+// say: a map, a free-form object, a required property not declared.
+func (c *converter) geminiObject(n *jsonObject, path string) error {
+	if ap, ok := n.get("additionalProperties"); ok && ap != false && ap != true {
+		return c.refuse(path, "a map (additionalProperties with a schema) cannot be expressed in Gemini's schema")
+	}
+	if freeForm(n) {
+		return c.refuse(path, "a free-form object (no properties declared) cannot be expressed in Gemini's schema")
+	}
+	n.del("additionalProperties")
+	if p, ok := n.get("properties"); ok {
+		props, ok := p.(*jsonObject)
+		if !ok {
+			return c.refuse(path+"/properties", "properties must be an object")
+		}
+		order := make([]any, 0, len(props.keys))
+		for _, k := range props.keys {
+			po, ok := props.vals[k].(*jsonObject)
+			if !ok {
+				return c.refuse(path+"/properties/"+escapePointer(k), "a property's schema must be an object")
+			}
+			conv, err := c.gemini(po, path+"/properties/"+escapePointer(k))
+			if err != nil {
+				return err
+			}
+			props.set(k, conv)
+			order = append(order, k)
+		}
+		if len(order) > 1 {
+			n.set("propertyOrdering", order)
+		}
+	}
+	if r, ok := n.get("required"); ok {
+		for _, x := range r.([]any) {
+			if p, _ := n.get("properties"); p == nil || !p.(*jsonObject).has(fmt.Sprint(x)) {
+				return c.refuse(path, "required property %q is not declared in properties", clipText(fmt.Sprint(x), 64))
+			}
+		}
+	}
+	return nil
+}
+
+// geminiArray converts an array schema's items for Gemini, which needs
+// one items schema.
+func (c *converter) geminiArray(n *jsonObject, path string) error {
+	items, ok := n.get("items")
+	if !ok || items == true {
+		return c.refuse(path, "an array needs an items schema in Gemini's schema")
+	}
+	io, ok := items.(*jsonObject)
+	if !ok {
+		return c.refuse(path+"/items", "items must be a schema object")
+	}
+	conv, err := c.gemini(io, path+"/items")
+	if err != nil {
+		return err
+	}
+	n.set("items", conv)
+	return nil
 }

@@ -561,7 +561,59 @@ func (b *Store) commitTurn(ctx context.Context, c *cachestore.TurnCommit) error 
 	for _, e := range c.CachePut {
 		op.cache = append(op.cache, cacheKV(e))
 	}
+	op.main = appendEventBlock(op.main, c.Session, c.EventBlock)
 	return b.submit(ctx, op)
+}
+
+// appendEventBlock adds the write of a session's event counter, when set.
+func appendEventBlock(ws []kv, session string, block uint64) []kv {
+	if block == 0 {
+		return ws
+	}
+	return append(ws, kv{key: eventsKey(session), value: encodeNumber(int64(block))})
+}
+
+// readEventBlock reads a session's event counter; ok is false for a
+// session stored without one.
+func readEventBlock(txn *badgerdb.Txn, session string) (block uint64, ok bool, err error) {
+	item, err := txn.Get(eventsKey(session))
+	if errors.Is(err, badgerdb.ErrKeyNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("reading the event counter of session %q: %w", session, err)
+	}
+	var n int64
+	err = item.Value(func(v []byte) error {
+		var err error
+		n, err = decodeNumber(v)
+		return err
+	})
+	if err != nil || n < 0 {
+		return 0, false, fmt.Errorf("the event counter of session %q: %w", session, errors.Join(err, cachestore.ErrCorrupt))
+	}
+	return uint64(n), true, nil
+}
+
+// takeEventBlocks reads the session's event counter and stores it moved
+// past the blocks a loader takes (cachestore.EventBlocksPerLoad).
+func (b *Store) takeEventBlocks(ctx context.Context, session string, next int64) (uint64, error) {
+	var stored uint64
+	var ok bool
+	err := b.db.View(func(txn *badgerdb.Txn) error {
+		var err error
+		stored, ok, err = readEventBlock(txn, session)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	block := cachestore.LoadedEventBlock(stored, ok, next)
+	op := &writeOp{session: session, main: appendEventBlock(nil, session, block+cachestore.EventBlocksPerLoad)}
+	if err := b.submit(ctx, op); err != nil {
+		return 0, fmt.Errorf("storing the event counter of session %q: %w", session, err)
+	}
+	return block, nil
 }
 
 // WriteIntent persists (or replaces) the intent record of the session's
@@ -580,7 +632,7 @@ func (b *Store) WriteIntent(ctx context.Context, in *cachestore.Intent) error {
 		return fmt.Errorf("writing intent of turn %d of session %q: %w", in.Turn, in.Session, err)
 	}
 	op := &writeOp{session: in.Session, check: true, turn: in.Turn,
-		main: []kv{{key: intentKey(in.Session, in.Turn), value: raw, chunked: true}}}
+		main: appendEventBlock([]kv{{key: intentKey(in.Session, in.Turn), value: raw, chunked: true}}, in.Session, in.EventBlock)}
 	if err := b.submit(ctx, op); err != nil {
 		return fmt.Errorf("writing intent of turn %d of session %q: %w", in.Turn, in.Session, err)
 	}

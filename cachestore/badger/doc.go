@@ -16,6 +16,8 @@
 // are zero-padded decimal, 16 digits, so byte order is numeric order.
 //
 //	v1/s/{session}/meta           session meta: 1 next_turn
+//	v1/s/{session}/ev             event counter: 1 block (cachestore.SessionState.EventBlock;
+//	                              absent in sessions written before it)
 //	v1/s/{session}/t/{turn}       committed turn: messages.TurnRecord (protobuf)
 //	v1/s/{session}/id/{turn id}   turn-id index: 1 turn
 //	v1/r/{session}/{run}/d/{key}  de-duplication entry: 1 key, 2 tool, 3 content,

@@ -94,6 +94,11 @@ func metaKey(session string) []byte {
 	return append(sessionKey(session, len("meta")), "meta"...)
 }
 
+// eventsKey is v1/s/{session}/ev: the session's event counter.
+func eventsKey(session string) []byte {
+	return append(sessionKey(session, len("ev")), "ev"...)
+}
+
 // turnPrefix is v1/s/{session}/t/.
 func turnPrefix(session string) []byte {
 	return append(sessionKey(session, len("t/")), "t/"...)

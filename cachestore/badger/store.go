@@ -189,7 +189,11 @@ func (b *Store) LoadSession(ctx context.Context, session string) (cachestore.Ses
 	if _, err := cachestore.SettleClaimed(ctx, entered{b}, session); err != nil {
 		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, err)
 	}
-	return cachestore.SessionState{NextTurn: next}, nil
+	block, err := b.takeEventBlocks(ctx, session, next)
+	if err != nil {
+		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, err)
+	}
+	return cachestore.SessionState{NextTurn: next, EventBlock: block}, nil
 }
 
 // iterCheckEvery is how many items a long iteration reads between checks

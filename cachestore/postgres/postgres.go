@@ -205,7 +205,7 @@ func (p *Store) LoadSession(ctx context.Context, session string) (cachestore.Ses
 		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, unavailable(err))
 	}
 	defer p.leave()
-	next, _, err := p.takeOver(ctx, session)
+	next, block, _, err := p.takeOver(ctx, session)
 	if err != nil {
 		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, unavailable(err))
 	}
@@ -214,13 +214,23 @@ func (p *Store) LoadSession(ctx context.Context, session string) (cachestore.Ses
 	if _, err := cachestore.SettleClaimed(ctx, entered{p}, session); err != nil {
 		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, unavailable(err))
 	}
-	return cachestore.SessionState{NextTurn: next}, nil
+	return cachestore.SessionState{NextTurn: next, EventBlock: block}, nil
+}
+
+// queueEventBlock queues the raising of a session's event counter, when
+// block is set.
+func queueEventBlock(batch *pgx.Batch, session string, block uint64) {
+	if block != 0 {
+		batch.Queue(`UPDATE sessions SET event_block = GREATEST(COALESCE(event_block, 0), $2) WHERE session = $1`,
+			b(session), int64(block))
+	}
 }
 
 // takeOver bumps the session's epoch, resolves its intent of the next turn
-// and drops any other; it returns the next turn afterwards and whether it
-// resolved a turn.
-func (p *Store) takeOver(ctx context.Context, session string) (next int64, resolved bool, err error) {
+// and drops any other, and takes the loader's blocks of event numbers
+// (cachestore.EventBlocksPerLoad), in one transaction; it returns the next
+// turn afterwards, the first block taken and whether it resolved a turn.
+func (p *Store) takeOver(ctx context.Context, session string) (next int64, block uint64, resolved bool, err error) {
 	var epoch int64
 	var calls int
 	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
@@ -228,82 +238,100 @@ func (p *Store) takeOver(ctx context.Context, session string) (next int64, resol
 		if _, err := tx.Exec(ctx, `INSERT INTO sessions (session) VALUES ($1) ON CONFLICT DO NOTHING`, b(session)); err != nil {
 			return err
 		}
-		err := tx.QueryRow(ctx, `UPDATE sessions SET epoch = epoch + 1 WHERE session = $1 RETURNING next_turn, epoch`,
-			b(session)).Scan(&next, &epoch)
+		var stored *int64
+		err := tx.QueryRow(ctx, `UPDATE sessions SET epoch = epoch + 1 WHERE session = $1 RETURNING next_turn, epoch, event_block`,
+			b(session)).Scan(&next, &epoch, &stored)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT turn, record FROM intents WHERE session = $1 ORDER BY turn`, b(session))
-		if err != nil {
+		if calls, resolved, err = p.resolveIntent(ctx, tx, session, next); err != nil {
 			return err
 		}
-		var current *cachestore.Intent
-		var stale []int64
-		for rows.Next() {
-			var turn int64
-			var raw []byte
-			if err := rows.Scan(&turn, &raw); err != nil {
-				rows.Close()
-				return err
-			}
-			in, err := cachestore.DecodeIntent(raw)
-			if err != nil {
-				rows.Close()
-				return fmt.Errorf("intent of turn %d: %w", turn, unavailable(err))
-			}
-			if turn == next && current == nil {
-				current = in
-			} else {
-				stale = append(stale, turn)
-			}
+		if resolved {
+			next++
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
+		var v uint64
+		if stored != nil {
+			v = uint64(*stored)
 		}
-		for _, turn := range stale {
-			p.log.Warn().Str("session", session).Int64("intent_turn", turn).Int64("next_turn", next).
-				Msg("dropping an intent record of a turn that is not the session's next")
-		}
-		if current == nil && len(stale) == 0 {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM intents WHERE session = $1`, b(session)); err != nil {
-			return err
-		}
-		if current == nil {
-			return nil
-		}
-		current.Session, current.Turn = session, next
-		rec := cachestore.ResolveIntent(current, p.now())
-		turnID := current.TurnID
-		if turnID != "" {
-			var taken bool
-			err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM turns WHERE session = $1 AND turn_id = $2)`,
-				b(session), b(turnID)).Scan(&taken)
-			if err != nil {
-				return err
-			}
-			if taken {
-				turnID = "" // the record keeps it; the index already points at the earlier turn
-			}
-		}
-		if err := insertTurn(ctx, tx, session, rec, turnID); err != nil {
-			return err
-		}
-		resolved, calls = true, len(rec.ToolMessages)
-		next++
-		return nil
+		block = cachestore.LoadedEventBlock(v, stored != nil, next)
+		_, err = tx.Exec(ctx, `UPDATE sessions SET event_block = $2 WHERE session = $1`, b(session),
+			int64(block+cachestore.EventBlocksPerLoad))
+		return err
 	})
 	if err != nil {
-		return 0, false, mapPgError(err)
+		return 0, 0, false, mapPgError(err)
 	}
 	p.hold(session, epoch)
 	if resolved {
 		p.log.Info().Str("session", session).Int64("turn", next-1).Int("calls", calls).
 			Msg("resolved the intent record of an interrupted turn")
 	}
-	return next, resolved, nil
+	return next, block, resolved, nil
+}
+
+// resolveIntent resolves the session's intent of its next turn, inside
+// takeOver's transaction, and drops any other.
+func (p *Store) resolveIntent(ctx context.Context, tx pgx.Tx, session string, next int64) (calls int, resolved bool, err error) {
+	rows, err := tx.Query(ctx, `SELECT turn, record FROM intents WHERE session = $1 ORDER BY turn`, b(session))
+	if err != nil {
+		return 0, false, err
+	}
+	var current *cachestore.Intent
+	var stale []int64
+	for rows.Next() {
+		var turn int64
+		var raw []byte
+		if err := rows.Scan(&turn, &raw); err != nil {
+			rows.Close()
+			return 0, false, err
+		}
+		in, err := cachestore.DecodeIntent(raw)
+		if err != nil {
+			rows.Close()
+			return 0, false, fmt.Errorf("intent of turn %d: %w", turn, unavailable(err))
+		}
+		if turn == next && current == nil {
+			current = in
+		} else {
+			stale = append(stale, turn)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, false, err
+	}
+	for _, turn := range stale {
+		p.log.Warn().Str("session", session).Int64("intent_turn", turn).Int64("next_turn", next).
+			Msg("dropping an intent record of a turn that is not the session's next")
+	}
+	if current == nil && len(stale) == 0 {
+		return 0, false, nil
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM intents WHERE session = $1`, b(session)); err != nil {
+		return 0, false, err
+	}
+	if current == nil {
+		return 0, false, nil
+	}
+	current.Session, current.Turn = session, next
+	rec := cachestore.ResolveIntent(current, p.now())
+	turnID := current.TurnID
+	if turnID != "" {
+		var taken bool
+		err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM turns WHERE session = $1 AND turn_id = $2)`,
+			b(session), b(turnID)).Scan(&taken)
+		if err != nil {
+			return 0, false, err
+		}
+		if taken {
+			turnID = "" // the record keeps it; the index already points at the earlier turn
+		}
+	}
+	if err := insertTurn(ctx, tx, session, rec, turnID); err != nil {
+		return 0, false, err
+	}
+	return len(rec.ToolMessages), true, nil
 }
 
 // insertTurn writes a committed turn and advances the session's next turn.
@@ -534,9 +562,11 @@ func (p *Store) WriteIntent(ctx context.Context, in *cachestore.Intent) error {
 		if in.Turn != next {
 			return fmt.Errorf("next turn is %d: %w", next, cachestore.ErrStaleTurn)
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO intents (session, turn, record) VALUES ($1, $2, $3)
+		batch := &pgx.Batch{}
+		batch.Queue(`INSERT INTO intents (session, turn, record) VALUES ($1, $2, $3)
 			ON CONFLICT (session, turn) DO UPDATE SET record = EXCLUDED.record`, b(in.Session), in.Turn, raw)
-		return err
+		queueEventBlock(batch, in.Session, in.EventBlock)
+		return tx.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {
 		return fmt.Errorf("writing intent of turn %d of session %q: %w", in.Turn, in.Session, unavailable(err))
@@ -591,6 +621,7 @@ func (p *Store) CommitTurn(ctx context.Context, c *cachestore.TurnCommit) error 
 				b(a.Session), b(a.CallID), cachestore.EncodeApproval(a))
 		}
 		batch.Queue(`DELETE FROM intents WHERE session = $1 AND turn = $2`, b(c.Session), rec.Turn)
+		queueEventBlock(batch, c.Session, c.EventBlock)
 		for _, tool := range c.FetchedAdd {
 			batch.Queue(`INSERT INTO run_fetched (session, run, tool) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
 				b(c.Session), b(rec.Run), b(tool))
@@ -646,7 +677,7 @@ func (p *Store) RecoverAll(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("recovering intents: %w", unavailable(err))
 	}
 	return cachestore.RecoverSessions(ctx, sessions, func(ctx context.Context, session string) (bool, error) {
-		_, resolved, err := p.takeOver(ctx, session)
+		_, _, resolved, err := p.takeOver(ctx, session)
 		if err != nil {
 			return false, fmt.Errorf("session %q: %w", session, err)
 		}

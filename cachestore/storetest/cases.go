@@ -621,34 +621,7 @@ func testIDsDoNotCollide(t *testing.T, open Opener) {
 	for _, sr := range runs {
 		wantTurns[sr[0]]++
 	}
-	for _, s1 := range sessions {
-		ts := Turns(t, s, s1)
-		if len(ts) != wantTurns[s1] {
-			t.Errorf("session %q has %d Turns, want %d", s1, len(ts), wantTurns[s1])
-			continue
-		}
-		for i, rec := range ts {
-			if rec.Turn != int64(i+1) {
-				t.Errorf("session %q turn %d has number %d", s1, i+1, rec.Turn)
-			}
-		}
-		if _, err := s.TurnByID(ctx, s1, s1+"#1"); err != nil {
-			t.Errorf("TurnByID(%q): %v", s1, err)
-		}
-	}
-	gotSessions, err := s.Sessions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantSessions := append([]string(nil), sessions...)
-	if diff := cmp.Diff(wantSessions, gotSessions, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
-		t.Errorf("Sessions (-want +got):\n%s", diff)
-	}
-	for i := 1; i < len(gotSessions); i++ {
-		if gotSessions[i-1] >= gotSessions[i] {
-			t.Errorf("Sessions not sorted: %q before %q", gotSessions[i-1], gotSessions[i])
-		}
-	}
+	checkSessionsApart(t, s, sessions, wantTurns)
 	for i, sr := range runs {
 		rs := LoadRun(t, s, sr[0], sr[1])
 		want := &cachestore.RunState{
@@ -679,6 +652,42 @@ func testIDsDoNotCollide(t *testing.T, open Opener) {
 		c, _, err := s.FileVersionContent(ctx, p[0], p[1], 1)
 		if err != nil || string(c) != p[0]+"|"+p[1] {
 			t.Errorf("FileVersionContent(%q, %q) = %q, %v", p[0], p[1], c, err)
+		}
+	}
+}
+
+// checkSessionsApart checks that each session holds its own turns, numbered
+// from 1, finds its first turn by id, and that Sessions lists them all,
+// sorted.
+func checkSessionsApart(t *testing.T, s cachestore.Store, sessions []string, wantTurns map[string]int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, s1 := range sessions {
+		ts := Turns(t, s, s1)
+		if len(ts) != wantTurns[s1] {
+			t.Errorf("session %q has %d Turns, want %d", s1, len(ts), wantTurns[s1])
+			continue
+		}
+		for i, rec := range ts {
+			if rec.Turn != int64(i+1) {
+				t.Errorf("session %q turn %d has number %d", s1, i+1, rec.Turn)
+			}
+		}
+		if _, err := s.TurnByID(ctx, s1, s1+"#1"); err != nil {
+			t.Errorf("TurnByID(%q): %v", s1, err)
+		}
+	}
+	gotSessions, err := s.Sessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSessions := append([]string(nil), sessions...)
+	if diff := cmp.Diff(wantSessions, gotSessions, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("Sessions (-want +got):\n%s", diff)
+	}
+	for i := 1; i < len(gotSessions); i++ {
+		if gotSessions[i-1] >= gotSessions[i] {
+			t.Errorf("Sessions not sorted: %q before %q", gotSessions[i-1], gotSessions[i])
 		}
 	}
 }

@@ -81,6 +81,7 @@ func Run(t *testing.T, open Opener) {
 		{"amend_tool_message", testAmendToolMessage},
 		{"approvals", testApprovals},
 		{"approval_shadowed", testApprovalShadowed},
+		{"event_counter", testEventCounter},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })

@@ -24,6 +24,7 @@ import (
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
 	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
+	"github.com/tooldispatch/tooldispatch/toolkit/mcp"
 )
 
 const (
@@ -148,7 +149,7 @@ type stack struct {
 
 // openStack opens everything run needs. events receives the dispatcher's
 // events (it must not block).
-func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*stack, error) {
+func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (_ *stack, err error) {
 	// The configuration comes first: it names the key file, one of the
 	// paths the workspace keeps its tools away from.
 	cfg, err := loadConfig(o.config, o.workspace, log)
@@ -160,48 +161,92 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 		return nil, err
 	}
 	s := &stack{ws: ws}
-	store, err := openStore(o.data, true, o.fsync, log)
-	if err != nil {
-		s.close(log)
-		return nil, failf(exitFailure, "opening the store in %s: %v", o.data, err)
-	}
-	s.store = store
+	// One cleanup for every failure below: what was opened is closed.
+	defer func() {
+		if err != nil {
+			s.close(log)
+		}
+	}()
 	policy := cfg.Chaos
 	if o.chaos != "" {
 		if policy, err = chaos.Load(o.chaos); err != nil {
-			s.close(log)
 			return nil, failf(exitUsage, "--chaos: %v", err)
 		}
 	}
-	// A cluster member opens the shared store before its tools: their
-	// secrets and error memory live there, so that every member sees them
-	// (clusterTools).
-	var co tdcluster.Options
-	bc := beltConfig(ws, store, o.data, o, cfg, nil, log)
-	if o.clusterName != "" {
-		if _, err := postgresURL(o); err != nil {
-			s.close(log)
-			return nil, failf(exitUsage, "%v", err)
-		}
-		var cerr error
-		if co, cerr = clusterOptions(o, cfg, log); cerr != nil {
-			s.close(log)
-			if errors.Is(cerr, errEtcdUnreachable) {
-				return nil, failf(exitFailure, "%v", cerr)
-			}
-			return nil, failf(exitUsage, "%v", cerr)
-		}
-		shared, serr := clusterStore(o, store, log)
-		if serr != nil {
-			s.close(log)
-			return nil, failf(exitFailure, "%v", serr)
-		}
-		s.store = shared
-		if serr := clusterTools(&bc, shared, store, cfg, log); serr != nil {
-			s.close(log)
-			return nil, failf(exitFailure, "%v", serr)
-		}
+	bc, co, err := s.openStores(o, cfg, log)
+	if err != nil {
+		return nil, err
 	}
+	observer, err := s.registerTools(o, cfg, bc, log)
+	if err != nil {
+		return nil, err
+	}
+	s.cfg = cfg
+	acfg := dispatcherSettings(o, cfg)
+	acfg.Observer = observer
+	acfg.Registry = s.reg
+	// The store the dispatcher writes through: the member's Split in a
+	// cluster, the local store otherwise, wrapped in both (tests).
+	acfg.Store = s.store
+	if o.wrapStore != nil {
+		acfg.Store = o.wrapStore(s.store)
+	}
+	acfg.Logger = log
+	acfg.Events = events
+	acfg.NobodyAnswers = o.nobodyAnswers
+	acfg.Redactor = s.tools.Secrets.Redactor()
+	acfg.PastFixes = s.tools.Memory.PastFixes
+	acfg.Chaos = policy
+	if err = s.startDispatcher(o, cfg, acfg, co); err != nil {
+		return nil, err
+	}
+	// Every secret of the environment is read by now (the key, the
+	// PostgreSQL URL and password, the exporter's headers; serve's token
+	// before): nothing started from here on inherits them.
+	forgetSecretEnv()
+	return s, nil
+}
+
+// openStores opens the local store and, for a cluster member, the shared
+// one before the tools (their secrets and error memory live there, so
+// that every member sees them: clusterTools); it returns the tools'
+// configuration and the cluster's options. s.store is what the
+// dispatcher writes through.
+func (s *stack) openStores(o *options, cfg *fileConfig, log zerolog.Logger) (*belt.Config, tdcluster.Options, error) {
+	var co tdcluster.Options
+	store, err := openStore(o.data, true, o.fsync, log)
+	if err != nil {
+		return nil, co, failf(exitFailure, "opening the store in %s: %v", o.data, err)
+	}
+	s.store = store
+	bc := beltConfig(s.ws, store, o.data, o, cfg, nil, log)
+	if o.clusterName == "" {
+		return &bc, co, nil
+	}
+	if _, err := postgresURL(o); err != nil {
+		return nil, co, failf(exitUsage, "%v", err)
+	}
+	if co, err = clusterOptions(o, cfg, log); err != nil {
+		if errors.Is(err, errEtcdUnreachable) {
+			return nil, co, failf(exitFailure, "%v", err)
+		}
+		return nil, co, failf(exitUsage, "%v", err)
+	}
+	shared, err := clusterStore(o, store, log)
+	if err != nil {
+		return nil, co, failf(exitFailure, "%v", err)
+	}
+	s.store = shared
+	if err := clusterTools(&bc, shared, store, cfg, log); err != nil {
+		return nil, co, failf(exitFailure, "%v", err)
+	}
+	return &bc, co, nil
+}
+
+// registerTools registers the tool belt and checks the configuration's
+// exclusions against it; it returns serve's metrics as the observer (nil
+// for the other commands).
+func (s *stack) registerTools(o *options, cfg *fileConfig, bc *belt.Config, log zerolog.Logger) (toolkit.Observer, error) {
 	s.reg = toolkit.NewRegistry(cfg.Dispatcher.schemaOptions()...)
 	var observer toolkit.Observer
 	if o.cmd == "serve" {
@@ -211,60 +256,42 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (*s
 	bc.Observer = observer
 	// File versions, secrets and the error memory live in the store, so
 	// they outlast the invocation.
-	s.tools, err = belt.Register(s.reg, bc)
-	if err != nil {
-		s.close(log)
+	var err error
+	if s.tools, err = belt.Register(s.reg, *bc); err != nil {
 		if o.clusterName != "" {
 			err = clusterKeyError(err, cfg)
 		}
 		return nil, failf(exitFailure, "%v", err)
 	}
 	if err := checkExclude(s.reg, cfg.Dispatcher.Exclude, log); err != nil {
-		s.close(log)
 		return nil, failf(exitUsage, "%v", err)
 	}
-	s.cfg = cfg
-	acfg := dispatcherSettings(o, cfg)
-	acfg.Observer = observer
-	acfg.Registry = s.reg
-	acfg.Store = store
-	if o.wrapStore != nil {
-		acfg.Store = o.wrapStore(store)
-	}
-	acfg.Logger = log
-	acfg.Events = events
-	acfg.NobodyAnswers = o.nobodyAnswers
-	acfg.Redactor = s.tools.Secrets.Redactor()
-	acfg.PastFixes = s.tools.Memory.PastFixes
-	acfg.Chaos = policy
+	return observer, nil
+}
+
+// startDispatcher starts telemetry and the dispatcher: a cluster member's
+// or the process's own.
+func (s *stack) startDispatcher(o *options, cfg *fileConfig, acfg actors.Config, co tdcluster.Options) error {
 	instance := ""
 	if o.clusterName != "" {
 		instance = o.clusterAddr
 	}
+	var err error
 	acfg.Tracer, s.stopTelemetry, err = startTelemetry(cfg.Telemetry, instance)
 	if err != nil {
-		s.close(log)
-		return nil, failf(exitUsage, "[telemetry]: %v", err)
+		return failf(exitUsage, "[telemetry]: %v", err)
 	}
 	if o.clusterName != "" {
-		acfg.Store = s.store
-		// err, not a new variable: it is checked below.
-		s.member, err = tdcluster.Join(acfg, co)
-		if err == nil {
+		if s.member, err = tdcluster.Join(acfg, co); err == nil {
 			s.disp = s.member.Dispatcher
 		}
 	} else {
 		s.disp, err = actors.New(acfg)
 	}
 	if err != nil {
-		s.close(log)
-		return nil, failf(exitFailure, "starting the dispatcher: %v", err)
+		return failf(exitFailure, "starting the dispatcher: %v", err)
 	}
-	// Every secret of the environment is read by now (the key, the
-	// PostgreSQL URL and password, the exporter's headers; serve's token
-	// before): nothing started from here on inherits them.
-	forgetSecretEnv()
-	return s, nil
+	return nil
 }
 
 // dispatcherSettings returns the dispatcher settings the flags and the
@@ -305,7 +332,7 @@ func checkExclude(reg *toolkit.Registry, exclude []string, log zerolog.Logger) e
 		if _, ok := reg.Lookup(name); ok {
 			continue
 		}
-		if strings.HasPrefix(name, "mcp__") {
+		if mcp.IsToolName(name) {
 			log.Warn().Str("tool", name).Msg("dispatcher.exclude names a tool no MCP server offers yet")
 			continue
 		}

@@ -57,7 +57,7 @@ func commandTool(d Deps) toolkit.Tool {
 		shellNote += " " + note
 	}
 	return toolkit.Tool{
-		Name: "run_command",
+		Name: RunCommandName,
 		Description: "Run a program in the workspace and return its exit code and output (stdout and stderr " +
 			"together, streamed while it runs; long output keeps its head and tail). It runs with a minimal " +
 			"environment (PATH, HOME, LANG), stdin empty unless given, and a timeout; when it ends, times out " +

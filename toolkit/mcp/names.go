@@ -65,3 +65,21 @@ func ToolName(server, tool string) (string, error) {
 	}
 	return name, nil
 }
+
+// IsToolName reports whether name has the form of an MCP tool's
+// registered name (mcp__<server>__<tool>), whether or not a server offers
+// it now.
+func IsToolName(name string) bool { return strings.HasPrefix(name, toolPrefix) }
+
+// ServerOf returns the sanitised server part of an MCP tool's registered
+// name; ok is false for a name that is not one.
+func ServerOf(name string) (server string, ok bool) {
+	rest, ok := strings.CutPrefix(name, toolPrefix)
+	if !ok {
+		return "", false
+	}
+	if server, _, ok = strings.Cut(rest, nameSep); !ok {
+		return "", false
+	}
+	return server, true
+}

@@ -72,18 +72,8 @@ func (w *Web) downloadFile(ctx context.Context, c *toolkit.Call) (toolkit.Result
 }
 
 func (w *Web) downloadFileRun(ctx context.Context, c *toolkit.Call, r Redactor) (toolkit.Result, error) {
-	given := c.Args.String("path")
-	rel, err := w.ws.Clean(given)
+	rel, err := w.downloadPath(c.Args.String("path"))
 	if err != nil {
-		return toolkit.Result{}, err
-	}
-	if rel == "." {
-		return toolkit.Result{}, errors.New("path is the workspace directory; name a file")
-	}
-	if rel == dataDir || strings.HasPrefix(rel, dataDir+"/") {
-		return toolkit.Result{}, fmt.Errorf("path %q is inside tooldispatch's data directory; choose another place", given)
-	}
-	if err := w.ws.CheckWrite(rel); err != nil {
 		return toolkit.Result{}, err
 	}
 	rawURL := strings.TrimSpace(c.Args.String("url"))
@@ -104,24 +94,11 @@ func (w *Web) downloadFileRun(ctx context.Context, c *toolkit.Call, r Redactor) 
 		return toolkit.Result{}, fmt.Errorf("opening the workspace: %w", err)
 	}
 	defer root.Close()
-	existed := false
-	if fi, err := root.Lstat(rel); err == nil {
-		if fi.IsDir() {
-			return toolkit.Result{}, fmt.Errorf("path %q is a directory", rel)
-		}
-		if !c.Args.Bool("overwrite") {
-			return toolkit.Result{}, fmt.Errorf("path %q already exists; pass overwrite true to replace it", rel)
-		}
-		existed = true
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return toolkit.Result{}, pathError(rel, err)
+	existed, err := downloadTarget(root, rel, c.Args.Bool("overwrite"))
+	if err != nil {
+		return toolkit.Result{}, err
 	}
 	dir := path.Dir(rel)
-	if dir != "." {
-		if err := root.MkdirAll(dir, downloadDirMode); err != nil {
-			return toolkit.Result{}, pathError(dir, err)
-		}
-	}
 	var suffix [8]byte
 	_, _ = rand.Read(suffix[:])
 	tmp := path.Join(dir, "."+path.Base(rel)+".download-"+hex.EncodeToString(suffix[:]))
@@ -142,44 +119,7 @@ func (w *Web) downloadFileRun(ctx context.Context, c *toolkit.Call, r Redactor) 
 		}
 	}()
 
-	limit := w.cfg.DownloadMaxBytes
-	var (
-		n         int64
-		sum       []byte
-		mt        string
-		finalURL  string
-		statusErr error
-	)
-	err = w.do(ctx, req, w.cfg.DownloadTimeout, func(resp *http.Response) error {
-		finalURL = resp.Request.URL.Redacted()
-		if resp.StatusCode >= 400 {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyBytes+1))
-			er := &response{URL: resp.Request.URL, Status: resp.StatusCode, Header: resp.Header, Body: body}
-			if len(body) > errorBodyBytes {
-				er.Body, er.Truncated = body[:errorBodyBytes], true
-			}
-			statusErr = statusError(ctx, er, "reference a stored secret in a header (${secret:NAME}; the user stores one with store_secret)", excerptChars, r)
-			return nil
-		}
-		if resp.ContentLength > limit {
-			return &tooLargeError{limit: limit, what: fmt.Sprintf("the file (%s)", toolkit.HumanSize(resp.ContentLength))}
-		}
-		h := sha256.New()
-		var err error
-		n, err = io.Copy(io.MultiWriter(f, h), io.LimitReader(resp.Body, limit+1))
-		if err != nil {
-			return err
-		}
-		if n > limit {
-			return &tooLargeError{limit: limit, what: "the file"}
-		}
-		sum = h.Sum(nil)
-		mt = mediaType(resp.Header.Get("Content-Type"), nil)
-		return nil
-	})
-	if err == nil {
-		err = statusErr
-	}
+	got, err := w.downloadInto(ctx, req, f, r)
 	if err != nil {
 		return toolkit.Result{}, err
 	}
@@ -198,12 +138,102 @@ func (w *Web) downloadFileRun(ctx context.Context, c *toolkit.Call, r Redactor) 
 	if existed {
 		verb = "Replaced"
 	}
-	content := fmt.Sprintf("%s %s (%s, %d bytes", verb, rel, toolkit.HumanSize(n), n)
-	if mt != "" {
-		content += ", " + mt
+	content := fmt.Sprintf("%s %s (%s, %d bytes", verb, rel, toolkit.HumanSize(got.n), got.n)
+	if got.mediaType != "" {
+		content += ", " + got.mediaType
 	}
-	content += fmt.Sprintf(") from %s\nsha256: %s\n", finalURL, hex.EncodeToString(sum))
+	content += fmt.Sprintf(") from %s\nsha256: %s\n", got.finalURL, hex.EncodeToString(got.sum))
 	return toolkit.Result{Content: content}, nil
+}
+
+// downloadPath is the workspace-relative path a download may write: a
+// file, outside tooldispatch's data directory, writable.
+func (w *Web) downloadPath(given string) (string, error) {
+	rel, err := w.ws.Clean(given)
+	if err != nil {
+		return "", err
+	}
+	if rel == "." {
+		return "", errors.New("path is the workspace directory; name a file")
+	}
+	if rel == dataDir || strings.HasPrefix(rel, dataDir+"/") {
+		return "", fmt.Errorf("path %q is inside tooldispatch's data directory; choose another place", given)
+	}
+	if err := w.ws.CheckWrite(rel); err != nil {
+		return "", err
+	}
+	return rel, nil
+}
+
+// downloadTarget checks what is at rel in root (nothing, or a file that
+// may be replaced when overwrite is set; existed reports the latter) and
+// makes its directory.
+func downloadTarget(root *os.Root, rel string, overwrite bool) (existed bool, err error) {
+	if fi, err := root.Lstat(rel); err == nil {
+		if fi.IsDir() {
+			return false, fmt.Errorf("path %q is a directory", rel)
+		}
+		if !overwrite {
+			return false, fmt.Errorf("path %q already exists; pass overwrite true to replace it", rel)
+		}
+		existed = true
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, pathError(rel, err)
+	}
+	if dir := path.Dir(rel); dir != "." {
+		if err := root.MkdirAll(dir, downloadDirMode); err != nil {
+			return false, pathError(dir, err)
+		}
+	}
+	return existed, nil
+}
+
+// downloaded is what a download wrote.
+type downloaded struct {
+	n         int64
+	sum       []byte // sha256
+	mediaType string
+	finalURL  string // after redirects, redacted
+}
+
+// downloadInto sends req and copies the response's body into f, within
+// the download limit; a response status of 400 or more is an error with
+// an excerpt of its body.
+func (w *Web) downloadInto(ctx context.Context, req *http.Request, f io.Writer, r Redactor) (downloaded, error) {
+	limit := w.cfg.DownloadMaxBytes
+	var got downloaded
+	var statusErr error
+	err := w.do(ctx, req, w.cfg.DownloadTimeout, func(resp *http.Response) error {
+		got.finalURL = resp.Request.URL.Redacted()
+		if resp.StatusCode >= 400 {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyBytes+1))
+			er := &response{URL: resp.Request.URL, Status: resp.StatusCode, Header: resp.Header, Body: body}
+			if len(body) > errorBodyBytes {
+				er.Body, er.Truncated = body[:errorBodyBytes], true
+			}
+			statusErr = statusError(ctx, er, "reference a stored secret in a header (${secret:NAME}; the user stores one with store_secret)", excerptChars, r)
+			return nil
+		}
+		if resp.ContentLength > limit {
+			return &tooLargeError{limit: limit, what: fmt.Sprintf("the file (%s)", toolkit.HumanSize(resp.ContentLength))}
+		}
+		h := sha256.New()
+		var err error
+		got.n, err = io.Copy(io.MultiWriter(f, h), io.LimitReader(resp.Body, limit+1))
+		if err != nil {
+			return err
+		}
+		if got.n > limit {
+			return &tooLargeError{limit: limit, what: "the file"}
+		}
+		got.sum = h.Sum(nil)
+		got.mediaType = mediaType(resp.Header.Get("Content-Type"), nil)
+		return nil
+	})
+	if err == nil {
+		err = statusErr
+	}
+	return got, err
 }
 
 // pathError describes a failed workspace operation in plain words.

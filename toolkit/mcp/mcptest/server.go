@@ -198,66 +198,75 @@ func Serve(mode string) int {
 				time.Sleep(time.Hour)
 			}
 		case "tools/call":
-			var p struct {
-				Name      string         `json:"name"`
-				Arguments map[string]any `json:"arguments"`
-				Meta      struct {
-					ProgressToken any `json:"progressToken"`
-				} `json:"_meta"`
-			}
-			json.Unmarshal(msg.Params, &p)
-			if s.mode == ModeElicitPair {
-				s.held = append(s.held, msg.ID)
-				if len(s.held) == 2 {
-					s.send(map[string]any{"jsonrpc": "2.0", "id": "elicit-1", "method": "elicitation/create",
-						"params": map[string]any{"message": "Whose call is this?", "requestedSchema": map[string]any{"type": "object",
-							"properties": map[string]any{"answer": map[string]any{"type": "string"}}}}})
-				}
-				break
-			}
-			s.beforeReply(p.Meta.ProgressToken)
-			if p.Name == "weather" {
-				s.reply(msg.ID, weather(p.Arguments["mode"]))
-				break
-			}
-			if p.Name == "giant" {
-				s.reply(msg.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": strings.Repeat("g", 20<<20)}}})
-				break
-			}
-			s.reply(msg.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": fmt.Sprintf("%s: %v", p.Name, p.Arguments["message"])}}})
-			if mode == ModeEndlessRelist && !s.relisting {
-				s.relisting = true
-				s.notify("notifications/tools/list_changed", nil)
-			}
+			s.call(msg)
 		case "ping":
 			s.reply(msg.ID, map[string]any{})
 		case "":
-			// An answer to a request of ours: in ModeElicitPair, the
-			// client's answer to the elicitation ends the calls held.
-			if s.mode == ModeElicitPair && string(msg.ID) == `"elicit-1"` {
-				var r struct {
-					Result struct {
-						Action string `json:"action"`
-					} `json:"result"`
-					Error *struct {
-						Message string `json:"message"`
-					} `json:"error"`
-				}
-				json.Unmarshal(line, &r)
-				text := "action: " + r.Result.Action
-				if r.Error != nil {
-					text = "error: " + r.Error.Message
-				}
-				for _, id := range s.held {
-					s.reply(id, map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}})
-				}
-				s.held = nil
-			}
+			s.answered(msg, line)
 		default:
 			if len(msg.ID) > 0 {
 				s.send(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "error": map[string]any{"code": -32601, "message": "method not found"}})
 			}
 		}
+	}
+}
+
+// call answers a tools/call as the mode does.
+func (s *server) call(msg message) {
+	var p struct {
+		Name      string         `json:"name"`
+		Arguments map[string]any `json:"arguments"`
+		Meta      struct {
+			ProgressToken any `json:"progressToken"`
+		} `json:"_meta"`
+	}
+	json.Unmarshal(msg.Params, &p)
+	if s.mode == ModeElicitPair {
+		s.held = append(s.held, msg.ID)
+		if len(s.held) == 2 {
+			s.send(map[string]any{"jsonrpc": "2.0", "id": "elicit-1", "method": "elicitation/create",
+				"params": map[string]any{"message": "Whose call is this?", "requestedSchema": map[string]any{"type": "object",
+					"properties": map[string]any{"answer": map[string]any{"type": "string"}}}}})
+		}
+		return
+	}
+	s.beforeReply(p.Meta.ProgressToken)
+	if p.Name == "weather" {
+		s.reply(msg.ID, weather(p.Arguments["mode"]))
+		return
+	}
+	if p.Name == "giant" {
+		s.reply(msg.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": strings.Repeat("g", 20<<20)}}})
+		return
+	}
+	s.reply(msg.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": fmt.Sprintf("%s: %v", p.Name, p.Arguments["message"])}}})
+	if s.mode == ModeEndlessRelist && !s.relisting {
+		s.relisting = true
+		s.notify("notifications/tools/list_changed", nil)
+	}
+}
+
+// answered takes an answer to a request of ours: in ModeElicitPair, the
+// client's answer to the elicitation ends the calls held.
+func (s *server) answered(msg message, line []byte) {
+	if s.mode == ModeElicitPair && string(msg.ID) == `"elicit-1"` {
+		var r struct {
+			Result struct {
+				Action string `json:"action"`
+			} `json:"result"`
+			Error *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		json.Unmarshal(line, &r)
+		text := "action: " + r.Result.Action
+		if r.Error != nil {
+			text = "error: " + r.Error.Message
+		}
+		for _, id := range s.held {
+			s.reply(id, map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}})
+		}
+		s.held = nil
 	}
 }
 

@@ -146,33 +146,7 @@ func RunServiceLoad(ctx context.Context, o ServiceLoadOptions) (*ServiceLoad, er
 		go func() {
 			defer wg.Done()
 			session := "svc-" + strconv.Itoa(c)
-			cl := newCalcClient(client, base, session, o.CallsPerTurn)
-			var interval time.Duration
-			if o.Rate > 0 {
-				interval = time.Duration(float64(time.Second) * float64(o.Clients*o.CallsPerTurn) / o.Rate)
-			}
-			timer := time.NewTimer(time.Hour)
-			timer.Stop()
-			for k := 0; k < o.TurnsPerClient && lctx.Err() == nil; k++ {
-				start := time.Now()
-				if interval > 0 {
-					start = t0.Add(time.Duration(k)*interval + time.Duration(c)*interval/time.Duration(o.Clients))
-					if wait := time.Until(start); wait > 0 {
-						timer.Reset(wait)
-						select {
-						case <-timer.C:
-						case <-lctx.Done():
-							return
-						}
-					}
-				}
-				d, err := cl.post(k, start)
-				if err != nil {
-					results[c].err = fmt.Errorf("%s turn %d: %w", session, k, err)
-					return
-				}
-				results[c].lat = append(results[c].lat, d)
-			}
+			results[c].lat, results[c].err = runServiceClient(lctx, newCalcClient(client, base, session, o.CallsPerTurn), session, c, o, t0)
 		}()
 	}
 	wg.Wait()
@@ -190,6 +164,40 @@ func RunServiceLoad(ctx context.Context, o ServiceLoadOptions) (*ServiceLoad, er
 		return nil, errors.New("no turn was answered")
 	}
 	return load, nil
+}
+
+// runServiceClient posts client c's turns, paced to o.Rate when it is set
+// (client c's k-th turn is due at t0 + k intervals, the clients spread
+// over an interval), until lctx ends or it has posted o.TurnsPerClient;
+// it returns their latencies from when each was due.
+func runServiceClient(lctx context.Context, cl *calcClient, session string, c int, o ServiceLoadOptions, t0 time.Time) ([]time.Duration, error) {
+	var interval time.Duration
+	if o.Rate > 0 {
+		interval = time.Duration(float64(time.Second) * float64(o.Clients*o.CallsPerTurn) / o.Rate)
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var lat []time.Duration
+	for k := 0; k < o.TurnsPerClient && lctx.Err() == nil; k++ {
+		start := time.Now()
+		if interval > 0 {
+			start = t0.Add(time.Duration(k)*interval + time.Duration(c)*interval/time.Duration(o.Clients))
+			if wait := time.Until(start); wait > 0 {
+				timer.Reset(wait)
+				select {
+				case <-timer.C:
+				case <-lctx.Done():
+					return lat, nil
+				}
+			}
+		}
+		d, err := cl.post(k, start)
+		if err != nil {
+			return lat, fmt.Errorf("%s turn %d: %w", session, k, err)
+		}
+		lat = append(lat, d)
+	}
+	return lat, nil
 }
 
 // calcClient is one client of the load: its session, and the buffers its
