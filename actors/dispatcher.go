@@ -214,10 +214,20 @@ func (d *Dispatcher) DispatchPrepared(ctx context.Context, p *Prepared) (*messag
 		return r, fmt.Errorf("%w: %s", ErrTurnIDConflict, r.Error)
 	}
 	if r.Error != "" {
+		if r.NoSpace {
+			return r, &noSpaceError{fmt.Sprintf("dispatching turn of session %q: %s", t.Session, r.Error)}
+		}
 		return r, fmt.Errorf("dispatching turn of session %q: %s", t.Session, r.Error)
 	}
 	return r, nil
 }
+
+// noSpaceError is the error of a turn whose store refused a write for want
+// of space (TurnResult.no_space): it matches cachestore.ErrNoSpace.
+type noSpaceError struct{ text string }
+
+func (e *noSpaceError) Error() string { return e.text }
+func (e *noSpaceError) Unwrap() error { return cachestore.ErrNoSpace }
 
 // checkTurn refuses a turn that is malformed or whose arguments total more
 // than maxBytes.

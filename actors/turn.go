@@ -3,6 +3,7 @@ package actors
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,6 +16,13 @@ import (
 )
 
 const defaultRun = "default"
+
+// commitFailedNext is what a turn whose commit failed is told after the
+// store's error: the store may have applied the write all the same (a
+// failing fsync reports a write it made), so the session says which.
+const commitFailedNext = "the session may hold the turn all the same (a write reported failed may have been applied): " +
+	"read the session back, or send the turn again with its turn_id, which replays it if it was committed; " +
+	"otherwise calls that may have started read outcome_unknown once the session is loaded again"
 
 // turnActor runs one turn through the three passes: it prepares the turn
 // with the commit actor, runs pass 1 itself until a call has to wait (then
@@ -138,7 +146,8 @@ func (a *turnActor) prepared(ctx actor.Context, p *prepared) {
 	case a.turn != 0 || a.replied:
 		// not this turn's request (never happens: one prepare per turn)
 	case p.err != nil:
-		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Error: "loading the session: " + p.err.Error()}, true)
+		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Error: "loading the session: " + p.err.Error(),
+			NoSpace: errors.Is(p.err, cachestore.ErrNoSpace)}, true)
 	case p.conflict:
 		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Conflict: true,
 			Error: fmt.Sprintf("turn_id %q is already committed (turn %d) with other calls; nothing ran. "+
@@ -322,7 +331,7 @@ func (a *turnActor) committed(ctx actor.Context, err error) {
 		// No messages: what was not committed is not handed out (the
 		// store reads the turn as interrupted).
 		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Turn: a.turn,
-			Error: "committing the turn: " + err.Error() + "; calls that may have started read outcome_unknown"}, true)
+			Error: "committing the turn: " + err.Error() + "; " + commitFailedNext, NoSpace: errors.Is(err, cachestore.ErrNoSpace)}, true)
 		return
 	}
 	obs := a.cfg.Observer

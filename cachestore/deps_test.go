@@ -19,6 +19,9 @@ func TestCoreLinksNoStoreDriver(t *testing.T) {
 	for _, pkg := range []string{
 		"github.com/tooldispatch/tooldispatch/cachestore",
 		"github.com/tooldispatch/tooldispatch/cachestore/storetest",
+		"github.com/tooldispatch/tooldispatch/cachestore/seam",
+		"github.com/tooldispatch/tooldispatch/cachestore/faults",
+		"github.com/tooldispatch/tooldispatch/cachestore/space",
 		"github.com/tooldispatch/tooldispatch/actors",
 	} {
 		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()

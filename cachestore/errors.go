@@ -47,6 +47,12 @@ var (
 	ErrCorrupt = wire.ErrCorrupt
 	// ErrNoKVCreate: the store under a Split does not implement KVCreator.
 	ErrNoKVCreate = errors.New("cachestore: the store cannot create records atomically")
+	// ErrNoSpace: a write was refused, before anything of it was written,
+	// because the store's disk is below its free-space reserve
+	// (cachestore/space); a *NoSpaceError says which folder, how much is
+	// free and how much is kept. Reads still work, and writes are taken
+	// again once space is freed.
+	ErrNoSpace = errors.New("cachestore: no space for the store")
 )
 
 type notFound struct{}

@@ -64,6 +64,7 @@ type member struct {
 	cmd  *exec.Cmd
 	http string
 	log  *syncBuffer
+	data string // --data
 	// certs is the folder of the cluster's mutual TLS certificates
 	// (tooldispatch cluster certs): ca.pem, and mI.pem, mI-key.pem for
 	// member I.
@@ -299,8 +300,8 @@ func startClusterWith(t *testing.T, n int, ws string, cs clusterSetup) ([]*membe
 	}
 	var ms []*member
 	for i := 0; i < n; i++ {
-		m := &member{http: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), log: &syncBuffer{}, certs: certs}
-		args := []string{"serve", "--approve", "all", "--shell", "--workspace", ws, "--data", t.TempDir(),
+		m := &member{http: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), log: &syncBuffer{}, certs: certs, data: t.TempDir()}
+		args := []string{"serve", "--approve", "all", "--shell", "--workspace", ws, "--data", m.data,
 			"--addr", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--cluster", "it", "--cluster-addr", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
 			"--postgres", pg, "--log-level", "warn", "--config", memberConfig(t, cs.config, certs, i)}
 		if membership == nil {

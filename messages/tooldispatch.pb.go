@@ -998,7 +998,10 @@ type TurnResult struct {
 	Member string `protobuf:"bytes,7,opt,name=member,proto3" json:"member,omitempty"`
 	// conflict is true when turn_id names a committed turn whose calls were
 	// different: nothing ran, and error says so.
-	Conflict      bool `protobuf:"varint,8,opt,name=conflict,proto3" json:"conflict,omitempty"`
+	Conflict bool `protobuf:"varint,8,opt,name=conflict,proto3" json:"conflict,omitempty"`
+	// no_space is true when error is the store refusing a write because its
+	// disk is below the free-space reserve (cachestore.ErrNoSpace).
+	NoSpace       bool `protobuf:"varint,9,opt,name=no_space,json=noSpace,proto3" json:"no_space,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1085,6 +1088,13 @@ func (x *TurnResult) GetMember() string {
 func (x *TurnResult) GetConflict() bool {
 	if x != nil {
 		return x.Conflict
+	}
+	return false
+}
+
+func (x *TurnResult) GetNoSpace() bool {
+	if x != nil {
+		return x.NoSpace
 	}
 	return false
 }
@@ -1737,7 +1747,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03run\x18\x02 \x01(\tR\x03run\"\x1b\n" +
 	"\x03Ack\x12\x14\n" +
-	"\x05error\x18\x01 \x01(\tR\x05error\"\xec\x01\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\"\x87\x02\n" +
 	"\n" +
 	"TurnResult\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
@@ -1747,7 +1757,8 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
 	"\breplayed\x18\x06 \x01(\bR\breplayed\x12\x16\n" +
 	"\x06member\x18\a \x01(\tR\x06member\x12\x1a\n" +
-	"\bconflict\x18\b \x01(\bR\bconflict\"\xcf\x04\n" +
+	"\bconflict\x18\b \x01(\bR\bconflict\x12\x19\n" +
+	"\bno_space\x18\t \x01(\bR\anoSpace\"\xcf\x04\n" +
 	"\x05Event\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\asession\x18\x02 \x01(\tR\asession\x12\x10\n" +

@@ -21,6 +21,7 @@ import (
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/cachestore/badger"
+	"github.com/tooldispatch/tooldispatch/cachestore/space"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 	"github.com/tooldispatch/tooldispatch/toolkit/builtin"
 )
@@ -54,6 +55,8 @@ type fixtureOpts struct {
 	redirect bool
 	// logger is the service's logger (Options.Logger); none by default.
 	logger zerolog.Logger
+	// space is Options.Space; the dispatcher's store is wrapped by it too.
+	space *space.Guard
 }
 
 // mountPrefix is the mount of every fixture that sets none; TestMountedInOwnMux
@@ -114,6 +117,9 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	if o.wrapStore != nil {
 		dstore = o.wrapStore(f.store)
 	}
+	if o.space != nil {
+		dstore = o.space.Wrap(dstore)
+	}
 	if f.disp, err = actors.New(actors.Config{
 		Registry: f.reg, Store: dstore, Events: f.broker.Publish, Observer: f.metrics,
 		Logger: zerolog.Nop(), WatchdogGrace: o.watchdogGrace,
@@ -126,7 +132,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		Dispatcher: f.disp, Registry: f.reg, Store: f.store, Broker: f.broker, Metrics: f.metrics,
 		Token: o.token, AllowOrigins: o.allowOrigins, MaxBodyBytes: o.maxBody, Replies: o.replies,
 		Approve: cmp.Or(o.approve, actors.ApproveAll), Exclude: o.exclude, AutoLoadSchemas: o.autoLoad,
-		Cluster: o.cluster, Redirect: o.redirect, Logger: o.logger,
+		Cluster: o.cluster, Redirect: o.redirect, Logger: o.logger, Space: o.space,
 	}); err != nil {
 		f.close()
 		t.Fatal(err)

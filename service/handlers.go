@@ -325,10 +325,16 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// handleHealth serves GET /healthz.
-func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
+// handleHealth serves GET /healthz: ok; shutting_down; or degraded (503)
+// while the store's disk is below its free-space reserve, saying why (the
+// folder and the sizes only to a caller the token would admit).
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if s.shuttingDown() {
 		writeJSON(w, http.StatusServiceUnavailable, statusReply{Status: "shutting_down"})
+		return
+	}
+	if why := s.spaceHealth(s.opts.Token == "" || s.authorized(r)); why != "" {
+		writeJSON(w, http.StatusServiceUnavailable, healthReply{Status: "degraded", Reason: why})
 		return
 	}
 	writeJSON(w, http.StatusOK, statusReply{Status: "ok"})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
@@ -35,6 +36,9 @@ type dispatched struct {
 func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 	if s.shuttingDown() {
 		s.refuseShuttingDown(w, r)
+		return
+	}
+	if !s.admitSpace(w, r) {
 		return
 	}
 	r = withTraceContext(r)
@@ -162,6 +166,11 @@ func (s *Server) turnOutcome(dt *messages.DispatchTurn, res *messages.TurnResult
 	case errors.Is(err, actors.ErrMemberLeft):
 		// Another member serves the session once it is taken over.
 		return http.StatusServiceUnavailable, turnFailure{Error: actors.ErrMemberLeft.Error()}
+	case errors.Is(err, cachestore.ErrNoSpace):
+		// The store refused a write of the turn for want of space.
+		s.opts.Metrics.noSpace.Inc()
+		s.log.Warn().Str("session", dt.GetSession()).Int64("turn", res.GetTurn()).Str("reason", res.GetError()).Msg("a turn failed for want of space")
+		return http.StatusInsufficientStorage, turnFailure{Error: "the turn failed: " + res.GetError(), Turn: res.GetTurn()}
 	}
 	f := turnFailure{Error: "the turn failed", Turn: res.GetTurn()}
 	if len(res.GetMessages()) > 0 {

@@ -54,6 +54,7 @@ type Metrics struct {
 	redirects   prometheus.Counter
 	bodyBytes   prometheus.Gauge
 	overBudget  prometheus.Counter
+	noSpace     prometheus.Counter
 
 	mu   sync.Mutex
 	seen map[string]bool // guarded by mu: tool labels in use when tools is nil
@@ -109,6 +110,9 @@ func NewMetrics(tools *toolkit.Registry) *Metrics {
 		overBudget: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tooldispatch_requests_over_budget_total", Help: "Requests refused (429) because their body did not fit the in-flight budget.",
 		}),
+		noSpace: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tooldispatch_turns_refused_no_space_total", Help: "Turns answered 507 because the store's disk was below its free-space reserve.",
+		}),
 		// Registered by a cluster member's server only (observeCluster).
 		redirects: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tooldispatch_cluster_redirects_total", Help: "Session requests answered 307 to the member owning the session.",
@@ -125,7 +129,7 @@ func NewMetrics(tools *toolkit.Registry) *Metrics {
 		return float64(running)
 	})
 	m.reg.MustRegister(m.calls, m.slotWait, m.exec, m.commit, m.confirmWait, m.inFlight,
-		m.cache, m.abandoned, abandonedRunning, m.injected, m.httpReqs, m.httpDur, m.bodyBytes, m.overBudget,
+		m.cache, m.abandoned, abandonedRunning, m.injected, m.httpReqs, m.httpDur, m.bodyBytes, m.overBudget, m.noSpace,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tooldispatch/tooldispatch/actors"
 	"github.com/tooldispatch/tooldispatch/cachestore"
+	"github.com/tooldispatch/tooldispatch/cachestore/space"
 	"github.com/tooldispatch/tooldispatch/toolkit"
 )
 
@@ -80,6 +81,13 @@ type Options struct {
 	// Redirect answers a session request that another member owns with
 	// 307 and the owner's address, without running it (Cluster only).
 	Redirect bool
+
+	// Space, when set, keeps the free-space reserve of the store's disk
+	// (the store the dispatcher writes should be wrapped by it too): below
+	// it a new turn is answered 507 before anything runs, /healthz says
+	// degraded and why, and /metrics says so. Reads, event streams,
+	// answers and the approvals listing are never refused for it.
+	Space *space.Guard
 }
 
 // Validate names the first bad field.
@@ -196,6 +204,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Cluster != nil {
 		opts.Metrics.observeCluster(opts.Cluster)
+	}
+	if opts.Space != nil {
+		opts.Metrics.observeSpace(opts.Space)
 	}
 	s.mux = s.routes()
 	s.handler = s.instrument(s.secure(s.cors(s.authenticate(http.HandlerFunc(s.route)))))

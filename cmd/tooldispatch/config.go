@@ -55,6 +55,8 @@ type fileConfig struct {
 	Memory memoryConfig `toml:"memory"`
 	// Service: limits of serve ([service]).
 	Service serviceConfig `toml:"service"`
+	// Store: the data folder's free-space reserve ([store]).
+	Store storeConfig `toml:"store"`
 }
 
 type serviceConfig struct {

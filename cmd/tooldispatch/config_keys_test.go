@@ -59,6 +59,7 @@ var configKeyRows = []configKeyRow{
 	{key: "dispatcher.pattern_turn_budget", effect: TestRunPatternTurnBudget},
 	{key: "dispatcher.max_turn_bytes", effect: TestTurnLimitOnEveryRoute},
 	{key: "service.max_inflight_bytes", effect: TestServeInFlightBudget},
+	{key: "store.min_free", effect: TestMinFree},
 	{key: "memory.error_scope", effect: TestRunErrorMemoryScope},
 	{key: "secrets.key_file", effect: testConfigSecretsKeyFile},
 	{key: "secrets.bind.name", effect: TestConfigBindsSecrets},

@@ -54,8 +54,9 @@ type options struct {
 	run            string // generated per invocation when not given
 	logLevel       zerolog.Level
 	shell          bool
-	config         string // the operator's configuration file
-	chaos          string // a chaos policy file (run, serve)
+	config         string   // the operator's configuration file
+	chaos          string   // a chaos policy file (run, serve)
+	minFree        byteSize // the data folder's free-space reserve (run, serve)
 
 	// run
 	pretty         autoBool
@@ -144,6 +145,8 @@ func defineFlags(fs *flag.FlagSet, cmd string, o *options, v *flagVars) {
 		fs.StringVar(&o.provider, "provider", defaultProvider, "model family the turns come from: claude-code, or any other `NAME`")
 	}
 	if uses("run", "serve") {
+		fs.Var(&o.minFree, "min-free", "keep `SIZE` free on the data folder's disk (e.g. 64MiB): below it new turns are refused (serve 507,\n"+
+			"run exit 4), reads go on; 0 turns the check off (default: what the store may still write into its files, 20MiB)")
 		fs.StringVar(&o.approve, "approve", "", approveUsage[cmd])
 		fs.IntVar(&o.maxConcurrency, "max-concurrency", 0, "run at most `N` concurrent tools of a turn at once (default: half the CPU cores, at least 3)")
 	}

@@ -31,8 +31,10 @@ type holderRecord struct {
 // holder; Close removes the record, then closes the store.
 type heldStore struct {
 	*badger.Store
-	dir  string
-	once sync.Once
+	dir string
+	// lastErr is the last error the store logged.
+	lastErr *lastStoreError
+	once    sync.Once
 }
 
 // Close removes the holder record and closes the store.

@@ -40,6 +40,7 @@ const (
 	exitInput   = 1   // unreadable run input
 	exitUsage   = 2   // bad command, flag or flag value
 	exitFailure = 3   // the dispatcher, its store or the output failed
+	exitNoSpace = 4   // the data folder is below its free-space reserve
 	exitSIGINT  = 130 // 128 + SIGINT
 	exitSIGTERM = 143 // 128 + SIGTERM
 )

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/internal/rundecl"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit"
@@ -77,7 +78,7 @@ func (e *env) cmdRun(args []string) error {
 	if p := r.prompter.Load(); p != nil {
 		p.Close()
 	}
-	if cerr := r.stack.close(r.log); cerr != nil && err == nil {
+	if cerr := r.stack.close(r.log); cerr != nil && (err == nil || errors.Is(cerr, errStoreStuck)) {
 		err = failf(exitFailure, "%v", cerr)
 	}
 	if werr := r.out.Close(); werr != nil && err == nil {
@@ -259,6 +260,10 @@ func (r *runner) watchSignals(cancel context.CancelFunc) (stop func() os.Signal)
 		case s := <-sigs:
 			first <- s
 			cancel()
+			// The canceled turn commits and the store closes within the
+			// close budget, however the store behaves.
+			stop := r.e.watchShutdown(closeBudget, r.log, &r.stack.stages, r.stack.stuckReason)
+			defer stop()
 		case <-quit:
 			return
 		}
@@ -286,6 +291,12 @@ func (r *runner) watchSignals(cancel context.CancelFunc) (stop func() os.Signal)
 
 // dispatch runs one turn and queues its result lines.
 func (r *runner) dispatch(ctx context.Context, t *inputTurn) error {
+	if g := r.stack.space; g != nil {
+		// Below the reserve no turn starts: run stops, as serve answers 507.
+		if err := g.Admit(); err != nil {
+			return failf(exitNoSpace, "turn %d not run: %v", t.Index, err)
+		}
+	}
 	p, err := r.request(t)
 	var refused *turnRefused
 	if errors.As(err, &refused) {
@@ -302,6 +313,8 @@ func (r *runner) dispatch(ctx context.Context, t *inputTurn) error {
 	switch {
 	case errors.Is(err, actors.ErrBadRequest), errors.Is(err, actors.ErrTurnIDConflict):
 		return &exitError{code: exitInput, err: &inputError{Turn: t.Index, Offset: t.Offset, Err: err}}
+	case errors.Is(err, cachestore.ErrNoSpace):
+		return failf(exitNoSpace, "turn %d: %v", t.Index, err)
 	case err != nil:
 		return failf(exitFailure, "turn %d: the dispatcher failed (store in %s): %v", t.Index, r.o.data, err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -45,22 +46,32 @@ func (e *env) cmdServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer st.close(log)
+	closed := false
+	defer func() {
+		if !closed {
+			st.close(log)
+		}
+	}()
 	warnCAKeys(st.ws, log)
 	route, err := routingSettings(o, st.cfg, nil)
 	if err != nil {
 		return failf(exitUsage, "%v", err)
 	}
 	var placement service.Placement
+	admit := st.space
 	if st.member != nil {
 		placement = memberPlacement{st.member}
+		// A member's own disk holds only its result cache, which the
+		// guard keeps writing within the floor: its turns are the shared
+		// store's.
+		admit = nil
 	}
 	srv, err := service.New(service.Options{
 		Dispatcher: st.disp, Registry: st.reg, Store: st.store, Broker: broker, Metrics: st.metrics,
 		Token: o.token, AllowOrigins: splitList(o.allowOrigins), Logger: log, Replies: dispatcherReplies{st.disp},
 		MaxInFlightBytes: st.cfg.Service.MaxInFlightBytes,
 		Approve:          o.approve, Exclude: st.cfg.Dispatcher.Exclude, AutoLoadSchemas: st.cfg.Dispatcher.AutoLoadSchemas,
-		Cluster: placement, Redirect: route.redirect && placement != nil,
+		Cluster: placement, Redirect: route.redirect && placement != nil, Space: admit,
 	})
 	if err != nil {
 		return failf(exitFailure, "starting the service: %v", err)
@@ -100,6 +111,11 @@ func (e *env) cmdServe(args []string) error {
 		code = signalExit(s)
 		log.Info().Str("signal", s.String()).Msg("shutting down")
 	}
+	// However the store behaves, the process stops within the grace and
+	// the close budget.
+	stopWatch := e.watchShutdown(o.grace+closeBudget, log, &st.stages, st.stuckReason)
+	defer stopWatch()
+	st.stages.set("finishing the running turns")
 	// Stop taking turns and end event streams, let running turns finish
 	// within the grace period (then cancel them: their results still
 	// commit), then let their HTTP replies go out.
@@ -115,6 +131,10 @@ func (e *env) cmdServe(args []string) error {
 	<-served
 	if closeErr != nil {
 		log.Error().Err(closeErr).Msg("closing the dispatcher")
+	}
+	closed = true
+	if err := st.close(log); errors.Is(err, errStoreStuck) {
+		return &exitError{code: exitFailure, err: err}
 	}
 	return &exitError{code: code}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/tooldispatch/tooldispatch/belt"
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/cachestore/badger"
+	"github.com/tooldispatch/tooldispatch/cachestore/space"
 	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/service"
 	"github.com/tooldispatch/tooldispatch/toolkit"
@@ -119,7 +120,8 @@ func openStore(dir string, create, fsync bool, log zerolog.Logger) (*heldStore, 
 			return nil, fmt.Errorf("creating the data directory: %w", err)
 		}
 	}
-	b, err := badger.Open(badger.Options{Dir: dir, SyncWrites: fsync, Small: true, Logger: log})
+	last := &lastStoreError{}
+	b, err := badger.Open(storeOptions(dir, fsync, log.Hook(last)))
 	if err != nil {
 		if isLocked(err) {
 			return nil, heldError(dir, err)
@@ -129,14 +131,17 @@ func openStore(dir string, create, fsync bool, log zerolog.Logger) (*heldStore, 
 	if err := writeHolder(dir, holderRecord{PID: os.Getpid(), Command: commandLine()}); err != nil {
 		log.Warn().Err(err).Msg("recording this process as the holder of the store")
 	}
-	return &heldStore{Store: b, dir: dir}, nil
+	return &heldStore{Store: b, dir: dir, lastErr: last}, nil
 }
 
 // stack is what run works with: the workspace, the store, the registry and
 // the dispatcher, opened in that order and closed in reverse.
 type stack struct {
 	ws      *builtin.Workspace
-	store   cachestore.Store
+	store   cachestore.Store // held, behind the free-space guard
+	held    *heldStore
+	space   *space.Guard // nil when --min-free is 0
+	stages  shutdownStages
 	reg     *toolkit.Registry
 	tools   *toolset
 	cfg     *fileConfig
@@ -214,11 +219,20 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (_ 
 // dispatcher writes through.
 func (s *stack) openStores(o *options, cfg *fileConfig, log zerolog.Logger) (*belt.Config, tdcluster.Options, error) {
 	var co tdcluster.Options
-	store, err := openStore(o.data, true, o.fsync, log)
+	held, err := openStore(o.data, true, o.fsync, log)
 	if err != nil {
 		return nil, co, failf(exitFailure, "opening the store in %s: %v", o.data, err)
 	}
-	s.store = store
+	// Every write of the store, the tools' included, keeps the data
+	// folder's free-space reserve.
+	s.held, s.store = held, held
+	if s.space, err = spaceGuard(o, cfg, log); err != nil {
+		return nil, co, failf(exitUsage, "--min-free: %v", err)
+	}
+	if s.space != nil {
+		s.store = s.space.Wrap(held)
+	}
+	store := s.store
 	bc := beltConfig(s.ws, store, o.data, o, cfg, nil, log)
 	if o.clusterName == "" {
 		return &bc, co, nil
@@ -355,6 +369,7 @@ func checkExclude(reg *toolkit.Registry, exclude []string, log zerolog.Logger) e
 func (s *stack) close(log zerolog.Logger) error {
 	var errs []error
 	if s.disp != nil {
+		s.stages.set("closing the dispatcher")
 		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 		if err := s.disp.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("closing the dispatcher: %w", err))
@@ -372,7 +387,11 @@ func (s *stack) close(log zerolog.Logger) error {
 		s.tools.Close()
 	}
 	if s.store != nil {
-		if err := s.store.Close(); err != nil {
+		s.stages.set("closing the store")
+		switch err := closeWithin(closeGrace, s.store.Close); {
+		case errors.Is(err, errStoreStuck):
+			errs = append(errs, fmt.Errorf("the store in %s did not close within %s: %s: %w", s.held.dir, closeGrace, s.stuckReason(), err))
+		case err != nil:
 			errs = append(errs, fmt.Errorf("closing the store: %w", err))
 		}
 	}
