@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/cachestore"
 )
 
 // flagDefault is what a command's help says a flag defaults to, and the
@@ -144,11 +145,20 @@ func TestFlagDefaultsMatchHelp(t *testing.T) {
 		return cmp.Or(dispatcherSettings(c.o, &fileConfig{}).ConfirmTimeout, actors.DefaultConfirmTimeout).String()
 	}}
 
+	minFree := flagDefault{doc: "what the store may still write into its files, 20MiB", want: "20 MiB",
+		real: func(t *testing.T, c *defaultsCase) string {
+			g, err := spaceGuard(c.o, &fileConfig{}, zerolog.Nop())
+			if err != nil || g == nil {
+				return fmt.Sprintf("no guard (%v)", err)
+			}
+			return cachestore.Size(g.Reserve())
+		}}
+
 	table := map[string]map[string]flagDefault{
 		"run": {
 			"workspace": workspace, "data": data, "provider": provider, "session": session, "run": run,
 			"log-level": logLevel, "shell": shell, "config": config, "chaos": chaos, "fsync": fsync,
-			"max-concurrency": maxConcurrency, "confirm-timeout": confirmTimeout,
+			"max-concurrency": maxConcurrency, "confirm-timeout": confirmTimeout, "min-free": minFree,
 			"approve": {doc: "ask when stdin or /dev/tty is a terminal, none otherwise", want: "none without a terminal, ask on one",
 				real: func(t *testing.T, c *defaultsCase) string {
 					return runApproval(t, false) + " without a terminal, " + runApproval(t, true) + " on one"
@@ -174,7 +184,7 @@ func TestFlagDefaultsMatchHelp(t *testing.T) {
 		"session": {"workspace": workspace, "data": data, "session": session, "log-level": logLevel},
 		"serve": {
 			"workspace": workspace, "data": data, "log-level": logLevel, "shell": shell, "config": config,
-			"chaos": chaos, "fsync": fsync, "max-concurrency": maxConcurrency, "confirm-timeout": confirmTimeout,
+			"chaos": chaos, "fsync": fsync, "max-concurrency": maxConcurrency, "confirm-timeout": confirmTimeout, "min-free": minFree,
 			"approve": {doc: "ask: answered over the API or on the operator page", want: "ask (ceiling ask)", real: func(_ *testing.T, c *defaultsCase) string {
 				return c.o.approve + " (ceiling " + dispatcherSettings(c.o, &fileConfig{}).MaxApprove + ")"
 			}},
