@@ -57,24 +57,9 @@ func (e *env) cmdServe(args []string) error {
 	if err != nil {
 		return failf(exitUsage, "%v", err)
 	}
-	var placement service.Placement
-	admit := st.space
-	if st.member != nil {
-		placement = memberPlacement{st.member}
-		// A member's own disk holds only its result cache, which the
-		// guard keeps writing within the floor: its turns are the shared
-		// store's.
-		admit = nil
-	}
-	srv, err := service.New(service.Options{
-		Dispatcher: st.disp, Registry: st.reg, Store: st.store, Broker: broker, Metrics: st.metrics,
-		Token: o.token, AllowOrigins: splitList(o.allowOrigins), Logger: log, Replies: dispatcherReplies{st.disp},
-		MaxInFlightBytes: st.cfg.Service.MaxInFlightBytes,
-		Approve:          o.approve, Exclude: st.cfg.Dispatcher.Exclude, AutoLoadSchemas: st.cfg.Dispatcher.AutoLoadSchemas,
-		Cluster: placement, Redirect: route.redirect && placement != nil, Space: admit,
-	})
+	srv, err := newService(o, st, broker, route, log)
 	if err != nil {
-		return failf(exitFailure, "starting the service: %v", err)
+		return err
 	}
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -137,6 +122,31 @@ func (e *env) cmdServe(args []string) error {
 		return &exitError{code: exitFailure, err: err}
 	}
 	return &exitError{code: code}
+}
+
+// newService makes serve's HTTP service over the stack: a cluster member's
+// placement and routing, the free-space guard where turns are admitted.
+func newService(o *options, st *stack, broker *service.Broker, route routing, log zerolog.Logger) (*service.Server, error) {
+	var placement service.Placement
+	admit := st.space
+	if st.member != nil {
+		placement = memberPlacement{st.member}
+		// A member's own disk holds only its result cache, which the
+		// guard keeps writing within the floor: its turns are the shared
+		// store's.
+		admit = nil
+	}
+	srv, err := service.New(service.Options{
+		Dispatcher: st.disp, Registry: st.reg, Store: st.store, Broker: broker, Metrics: st.metrics,
+		Token: o.token, AllowOrigins: splitList(o.allowOrigins), Logger: log, Replies: dispatcherReplies{st.disp},
+		MaxInFlightBytes: st.cfg.Service.MaxInFlightBytes,
+		Approve:          o.approve, Exclude: st.cfg.Dispatcher.Exclude, AutoLoadSchemas: st.cfg.Dispatcher.AutoLoadSchemas,
+		Cluster: placement, Redirect: route.redirect && placement != nil, Space: admit,
+	})
+	if err != nil {
+		return nil, failf(exitFailure, "starting the service: %v", err)
+	}
+	return srv, nil
 }
 
 // dispatcherReplies answers ask_user questions and client calls through the
