@@ -32,6 +32,10 @@ var (
 	// started read outcome_unknown once the session is loaded again; the
 	// turn may be sent again with its turn_id.
 	ErrMemberLeft = errors.New("the cluster member running the turn left the cluster; calls that may have started read outcome_unknown once the session is loaded again")
+	// ErrNoHost: no cluster member could host the session's grain (its
+	// owner was restarting or leaving while every lookup ran); the turn
+	// reached no grain and nothing ran. It may be sent again at once.
+	ErrNoHost = errors.New("no cluster member could host the session now; nothing ran, send the turn again")
 )
 
 // Dispatcher is the Go API of a dispatcher. Safe for concurrent use.

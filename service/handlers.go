@@ -397,6 +397,11 @@ func (s *Server) dispatcherError(w http.ResponseWriter, what string, err error) 
 		writeError(w, errShuttingDown())
 	case errors.Is(err, actors.ErrBadRequest):
 		writeError(w, errorf(http.StatusBadRequest, "%s", err.Error()))
+	case errors.Is(err, actors.ErrNoHost), errors.Is(err, actors.ErrMemberLeft):
+		// The session's grain moves between members: ask again.
+		e := errorf(http.StatusServiceUnavailable, "%s: %s", what, err.Error())
+		e.retryAfter = drainRetryAfter
+		writeError(w, e)
 	case errors.Is(err, context.Canceled):
 		// The client went away: nobody reads the answer.
 		writeError(w, errorf(http.StatusServiceUnavailable, "%s was canceled", what))

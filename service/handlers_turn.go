@@ -166,6 +166,9 @@ func (s *Server) turnOutcome(dt *messages.DispatchTurn, res *messages.TurnResult
 	case errors.Is(err, actors.ErrMemberLeft):
 		// Another member serves the session once it is taken over.
 		return http.StatusServiceUnavailable, turnFailure{Error: actors.ErrMemberLeft.Error()}
+	case errors.Is(err, actors.ErrNoHost):
+		// The grain was not reached: the client sends the turn again.
+		return http.StatusServiceUnavailable, turnFailure{Error: actors.ErrNoHost.Error()}
 	case errors.Is(err, cachestore.ErrNoSpace):
 		// The store refused a write of the turn for want of space.
 		s.opts.Metrics.noSpace.Inc()

@@ -28,3 +28,38 @@ func TestTurnOutcomeMemberLeft(t *testing.T) {
 		t.Fatalf("the written outcome: %d Retry-After %q, want 503 and %q", rec.Code, rec.Header().Get("Retry-After"), drainRetryAfter)
 	}
 }
+
+// TestTurnOutcomeNoHost: a turn for which no member could host the
+// session's grain (a rolling restart moved it while every lookup failed)
+// ran nothing; it is a 503 with Retry-After that says so, so a client
+// sends it again, not a bare 500 "the turn failed" (seen in
+// TestClusterRollingRestart under load: 2 of 493 turns).
+func TestTurnOutcomeNoHost(t *testing.T) {
+	var s Server
+	err := fmt.Errorf("dispatching turn of session %q: %w", "s", fmt.Errorf("session %q: %w", "s", actors.ErrNoHost))
+	code, body := s.turnOutcome(&messages.DispatchTurn{Session: "s"}, nil, err, messages.Shape(""))
+	f, ok := body.(turnFailure)
+	if code != http.StatusServiceUnavailable || !ok || !strings.Contains(f.Error, "nothing ran") {
+		t.Fatalf("turnOutcome = %d %+v, want 503 saying nothing ran", code, body)
+	}
+	rec := httptest.NewRecorder()
+	writeTurnOutcome(rec, code, body)
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != drainRetryAfter {
+		t.Fatalf("the written outcome: %d Retry-After %q, want 503 and %q", rec.Code, rec.Header().Get("Retry-After"), drainRetryAfter)
+	}
+}
+
+// TestRepliesWhileTheGrainMoves: a confirmation, an answer, a client result
+// or a run's end that reached no grain (none could host the session, or its
+// member left) is a 503 with Retry-After naming the reason, not a 500
+// "failed".
+func TestRepliesWhileTheGrainMoves(t *testing.T) {
+	for _, cause := range []error{actors.ErrNoHost, actors.ErrMemberLeft} {
+		var s Server
+		rec := httptest.NewRecorder()
+		s.dispatcherError(rec, "confirming", fmt.Errorf("confirming call %q: %w", "c1", cause))
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != drainRetryAfter || !strings.Contains(rec.Body.String(), cause.Error()[:20]) {
+			t.Errorf("%v: %d Retry-After %q %s, want 503, %q and the reason", cause, rec.Code, rec.Header().Get("Retry-After"), rec.Body, drainRetryAfter)
+		}
+	}
+}

@@ -49,7 +49,7 @@ func (r *router) Turn(ctx context.Context, p *actors.Prepared) (*messages.TurnRe
 		pid := r.grain(ctx, t.Session)
 		if pid == nil {
 			if attempt >= grainAttempts {
-				return nil, fmt.Errorf("no member can host session %q", t.Session)
+				return nil, fmt.Errorf("session %q: %w", t.Session, actors.ErrNoHost)
 			}
 			time.Sleep(grainRetryDelay)
 			continue
@@ -178,14 +178,41 @@ func (r *router) EndRun(ctx context.Context, m *messages.EndRun) (*messages.Ack,
 	return actors.ReplyAs[*messages.Ack](r.request(ctx, m.Session, m))
 }
 
-// request sends msg to the grain of session and waits for its reply (the
-// cluster asks again when the grain was stopping).
+// request sends msg to the grain of session and waits for its reply. A
+// grain that cannot be had, or that took nothing (a dead letter: it was
+// stopping or moved), is asked again a few times; when none could be had
+// the request ends with actors.ErrNoHost (nothing was delivered). The
+// request is never sent again once a grain may have taken it.
 func (r *router) request(ctx context.Context, session string, msg any) (any, error) {
-	timeout := actors.WaitFor(ctx)
-	if addr := r.p.ownerAddress(session); addr != "" && addr != r.sys.Address() {
-		r.p.forwarded.Add(1)
+	ctx, cancel := context.WithTimeout(ctx, actors.WaitFor(ctx))
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		pid := r.grain(ctx, session)
+		if pid == nil {
+			if attempt >= grainAttempts || ctx.Err() != nil {
+				return nil, fmt.Errorf("session %q: %w", session, actors.ErrNoHost)
+			}
+			time.Sleep(grainRetryDelay)
+			continue
+		}
+		if pid.Address != r.sys.Address() {
+			r.p.forwarded.Add(1)
+		}
+		wait := time.Until(deadlineOf(ctx))
+		res, err := r.sys.Root.RequestFuture(pid, msg, wait).Result()
+		if deadLetter(res, err) && attempt < grainAttempts && ctx.Err() == nil {
+			r.c.PidCache.Remove(session, SessionKind)
+			time.Sleep(untakenRetryDelay)
+			continue
+		}
+		return res, err
 	}
-	return r.c.Request(session, SessionKind, msg, protocluster.WithTimeout(timeout))
+}
+
+// deadlineOf is ctx's deadline (request sets one).
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }
 
 // Close leaves the cluster (see leave).
