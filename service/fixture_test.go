@@ -78,7 +78,8 @@ type fixture struct {
 	srv     *Server
 	hs      *httptest.Server
 	url     string
-	token   string
+	token   string // sent as the bearer token by request; "" for none
+	secret  string // the server's token (Options.Token)
 	client  *http.Client
 }
 
@@ -96,7 +97,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 			t.Fatal(err)
 		}
 	}
-	f := &fixture{t: t, dir: dir, token: o.token}
+	f := &fixture{t: t, dir: dir, token: o.token, secret: o.token}
 	var err error
 	if f.ws, err = builtin.OpenWorkspace(dir); err != nil {
 		t.Fatal(err)

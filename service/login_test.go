@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 )
@@ -101,9 +102,14 @@ func TestLoginPage(t *testing.T) {
 	if strings.Contains(resp.Header.Get("Location"), testToken) {
 		t.Error("the redirect carries the token")
 	}
-	resp, body = f.request(t.Context(), "GET", "/", nil, http.Header{"Cookie": {cookies[0].String()}})
+	h := f.pageHeaders()
+	h.Set("Cookie", cookies[0].String())
+	resp, body = f.request(t.Context(), "GET", "/", nil, h)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `id="pending"`) {
 		t.Errorf("the page with the cookie: %d", resp.StatusCode)
+	}
+	if cookies[0].MaxAge != int(DefaultLoginMax/time.Second) {
+		t.Errorf("the cookie's Max-Age is %d, want the login's absolute lifetime %v", cookies[0].MaxAge, DefaultLoginMax)
 	}
 }
 
@@ -150,7 +156,7 @@ func TestLoginAttacks(t *testing.T) {
 		}
 	})
 
-	cookie := &http.Cookie{Name: tokenCookie, Value: cookieValue(testToken)}
+	cookie := f.login(t)
 	t.Run("cross-site request with the cookie", func(t *testing.T) {
 		for _, h := range []http.Header{
 			{"Origin": {"https://evil.example"}},

@@ -3,7 +3,6 @@ package service
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"net"
 	"net/http"
 	"strings"
@@ -18,8 +17,8 @@ const (
 	// script, style and event stream.
 	contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 		"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-	// tokenCookie holds a value derived from the token (never the token
-	// itself) once the login form was posted with the token.
+	// tokenCookie holds a login's random id (never the token, nothing
+	// derived from it) once the login form was posted with the token.
 	tokenCookie = "tooldispatch_session"
 	// preflightMaxAge is how long a browser may cache an allowed preflight.
 	preflightMaxAge = "600"
@@ -117,36 +116,53 @@ func (s *Server) cors(next http.Handler) http.Handler {
 }
 
 // authenticate requires the token, when there is one, of every request but
-// the health check, the login page and its style sheet. A browser that
-// opens the operator page without the page's cookie is sent to the login
-// page (login.go); an API request gets 401. A request that changes
-// something and is authenticated by the cookie (not by a bearer token)
-// must come from the page itself.
+// the health check, the login and logout pages and the login's style
+// sheet. A request with an Authorization header is judged by its bearer
+// token alone; any other needs the cookie of a live login and must come
+// from the page itself (pageRequest), on every route, reads included. A
+// browser that opens the operator page without both is sent to the login
+// page (login.go); an API request gets 401 (no login) or 403 (a cookie
+// sent by anything but the page).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.opts.Token == "" || public(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if !s.authorized(r) {
-			if r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		if auth := r.Header.Get("Authorization"); auth != "" {
+			if !s.bearerAuthorized(auth) {
+				refuseUnauthorized(w)
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		page := r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+		_, err := r.Cookie(tokenCookie)
+		switch {
+		case err == nil && !pageRequest(r) && !page:
+			writeError(w, errorf(http.StatusForbidden, "a request signed in with the page's cookie must come from the page itself "+
+				"(Sec-Fetch-Site: same-origin, or this service's Origin); programs send Authorization: Bearer <token>"))
+		case err != nil || !pageRequest(r) || !s.cookieAuthorized(r):
+			if page {
 				toLogin(w)
 				return
 			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="tooldispatch"`)
-			writeError(w, errorf(http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <token> (a browser signs in at the page's login)"))
-			return
+			refuseUnauthorized(w)
+		default:
+			next.ServeHTTP(w, r)
 		}
-		if r.Header.Get("Authorization") == "" && !safeMethod(r.Method) && !sameOrigin(r) {
-			writeError(w, errorf(http.StatusForbidden, "a request signed in with the page's cookie must come from the page itself"))
-			return
-		}
-		next.ServeHTTP(w, r)
 	})
 }
 
+// refuseUnauthorized answers a request without a valid token or login.
+func refuseUnauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="tooldispatch"`)
+	writeError(w, errorf(http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <token> (a browser signs in at the page's login)"))
+}
+
 // public reports whether r may be served without the token: the health
-// check, the login page and the style sheet it uses.
+// check, the login page and the style sheet it uses, and the logout.
 func public(r *http.Request) bool {
 	read := r.Method == http.MethodGet || r.Method == http.MethodHead
 	switch r.URL.Path {
@@ -154,20 +170,28 @@ func public(r *http.Request) bool {
 		return read
 	case loginPath:
 		return read || r.Method == http.MethodPost
+	case logoutPath:
+		return r.Method == http.MethodPost
 	}
 	return false
 }
 
-// authorized checks the bearer token, or the page's cookie.
+// authorized reports whether r would pass authenticate: its bearer token,
+// or a live login's cookie on a request of the page itself.
 func (s *Server) authorized(r *http.Request) bool {
 	if auth := r.Header.Get("Authorization"); auth != "" {
-		scheme, tok, ok := strings.Cut(auth, " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") {
-			return false
-		}
-		return s.tokenMatches(strings.TrimSpace(tok))
+		return s.bearerAuthorized(auth)
 	}
-	return s.cookieAuthorized(r)
+	return pageRequest(r) && s.cookieAuthorized(r)
+}
+
+// bearerAuthorized checks an Authorization header's bearer token.
+func (s *Server) bearerAuthorized(auth string) bool {
+	scheme, tok, ok := strings.Cut(auth, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	return s.tokenMatches(strings.TrimSpace(tok))
 }
 
 // tokenMatches compares a presented token with the server's in constant
@@ -175,12 +199,6 @@ func (s *Server) authorized(r *http.Request) bool {
 func (s *Server) tokenMatches(tok string) bool {
 	sum := sha256.Sum256([]byte(tok))
 	return subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) == 1
-}
-
-// cookieValue derives the page cookie's value from the token.
-func cookieValue(token string) string {
-	sum := sha256.Sum256([]byte("tooldispatch page cookie\x00" + token))
-	return hex.EncodeToString(sum[:])
 }
 
 // route serves the request through the mux, answering in JSON when no

@@ -124,7 +124,9 @@ func TestOwnerRedirect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f.token = ""
-	resp, body = f.request(ctx, "GET", "/v1/sessions/far", nil, http.Header{"Cookie": {tokenCookie + "=" + cookieValue(token)}})
+	h := f.pageHeaders()
+	h.Set("Cookie", f.login(t).String())
+	resp, body = f.request(ctx, "GET", "/v1/sessions/far", nil, h)
 	if resp.StatusCode == http.StatusTemporaryRedirect || resp.StatusCode == http.StatusUnauthorized {
 		t.Errorf("the page's request was answered %d %s, want it served", resp.StatusCode, body)
 	}

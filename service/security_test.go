@@ -16,6 +16,8 @@ const testToken = "test-token-0123456789"
 func TestBearerAuth(t *testing.T) {
 	f := newFixture(t, fixtureOpts{token: testToken})
 	f.token = "" // send credentials by hand
+	page := f.pageHeaders()
+	page.Set("Cookie", f.login(t).String())
 	tests := []struct {
 		name   string
 		path   string
@@ -30,8 +32,8 @@ func TestBearerAuth(t *testing.T) {
 		{"metrics need it", "/metrics", nil, http.StatusUnauthorized},
 		{"page script needs it", "/static/page.js", nil, http.StatusUnauthorized},
 		{"health without token", "/healthz", nil, http.StatusOK},
-		{"token cookie value is not the token", "/v1/sessions", http.Header{"Cookie": {tokenCookie + "=" + testToken}}, http.StatusUnauthorized},
-		{"page cookie", "/v1/sessions", http.Header{"Cookie": {tokenCookie + "=" + cookieValue(testToken)}}, http.StatusOK},
+		{"token cookie value is not the token", "/v1/sessions", http.Header{"Cookie": {tokenCookie + "=" + testToken}, "Sec-Fetch-Site": {"same-origin"}}, http.StatusUnauthorized},
+		{"page cookie", "/v1/sessions", page, http.StatusOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

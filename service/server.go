@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -82,6 +83,16 @@ type Options struct {
 	// 307 and the owner's address, without running it (Cluster only).
 	Redirect bool
 
+	// Logins keeps the page's login sessions (namespace LoginNamespace);
+	// every server sharing it accepts the same logins. Default: Store,
+	// when it is a cachestore.KVStore; required with a Token otherwise.
+	Logins cachestore.KVStore
+	// LoginIdle ends a login not used for this long (default
+	// DefaultLoginIdle); LoginMax ends it this long after the login,
+	// however used (default DefaultLoginMax), and is the cookie's Max-Age.
+	LoginIdle time.Duration
+	LoginMax  time.Duration
+
 	// Space, when set, keeps the free-space reserve of the store's disk
 	// (the store the dispatcher writes should be wrapped by it too): below
 	// it a new turn is answered 507 before anything runs, /healthz says
@@ -107,6 +118,8 @@ func (o *Options) Validate() error {
 		return errors.New("service: Options.MaxBodyBytes must not be negative")
 	case o.MaxInFlightBytes < 0:
 		return errors.New("service: Options.MaxInFlightBytes must not be negative")
+	case o.LoginIdle < 0 || o.LoginMax < 0:
+		return errors.New("service: Options.LoginIdle and LoginMax must not be negative")
 	case o.Approve != "" && o.Approve != actors.ApproveAsk && o.Approve != actors.ApproveAll && o.Approve != actors.ApproveNone:
 		return errors.New("service: Options.Approve must be ask, all or none")
 	}
@@ -137,17 +150,16 @@ func checkOrigin(origin string) error {
 // concurrent use.
 type Server struct {
 	// immutable after New
-	opts      Options
-	log       zerolog.Logger
-	mux       *http.ServeMux
-	handler   http.Handler
-	page      *template.Template
-	login     *template.Template
-	tokenSum  [sha256.Size]byte // of the token, compared in constant time
-	cookieVal string            // the page cookie's value, derived from the token
-	cookieSum [sha256.Size]byte // of cookieVal
-	origins   map[string]bool
-	done      chan struct{} // closed by Shutdown: event streams end
+	opts     Options
+	log      zerolog.Logger
+	mux      *http.ServeMux
+	handler  http.Handler
+	page     *template.Template
+	login    *template.Template
+	tokenSum [sha256.Size]byte // of the token, compared in constant time
+	logins   *logins           // with a token only
+	origins  map[string]bool
+	done     chan struct{} // closed by Shutdown: event streams end
 
 	// safe for concurrent use on their own
 	runs   runDecls
@@ -190,12 +202,13 @@ func New(opts Options) (*Server, error) {
 	for _, o := range opts.AllowOrigins {
 		s.origins[o] = true
 	}
+	var err error
 	if opts.Token != "" {
 		s.tokenSum = sha256.Sum256([]byte(opts.Token))
-		s.cookieVal = cookieValue(opts.Token)
-		s.cookieSum = sha256.Sum256([]byte(s.cookieVal))
+		if s.logins, err = newLogins(opts, s.log); err != nil {
+			return nil, err
+		}
 	}
-	var err error
 	if s.page, err = parsePage("page.html"); err != nil {
 		return nil, err
 	}
@@ -234,6 +247,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /{$}", s.handlePage)
 	mux.HandleFunc("GET "+loginPath, s.handleLoginPage)
 	mux.HandleFunc("POST "+loginPath, s.handleLogin)
+	mux.HandleFunc("POST "+logoutPath, s.handleLogout)
 	mux.HandleFunc("GET /static/{file}", s.handleStatic)
 	return mux
 }
