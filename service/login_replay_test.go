@@ -127,3 +127,33 @@ func TestCopiedCookieIsNotABearerToken(t *testing.T) {
 		t.Errorf("GET /v1/pending with the service's own Origin: %d, want 200", code)
 	}
 }
+
+// TestLogoutEndsThatLoginOnly: POST /logout from the page ends the login
+// of its cookie and no other; a logout posted from another site is refused
+// and ends nothing.
+func TestLogoutEndsThatLoginOnly(t *testing.T) {
+	f := newFixture(t, fixtureOpts{token: testToken, approve: actors.ApproveAsk})
+	a, b := f.login(t), f.login(t)
+	if a.Value == b.Value {
+		t.Fatalf("two logins got the same cookie value")
+	}
+	if code := f.cookieRequest(t, http.MethodGet, "/v1/pending", "", a, f.pageHeaders()); code != http.StatusOK {
+		t.Fatalf("login a before the logout: %d", code)
+	}
+	cross := http.Header{"Sec-Fetch-Site": {"cross-site"}, "Origin": {"https://evil.example"}}
+	if code := f.cookieRequest(t, http.MethodPost, "/logout", "", a, cross); code != http.StatusForbidden {
+		t.Fatalf("a cross-site logout: %d, want 403", code)
+	}
+	if code := f.cookieRequest(t, http.MethodGet, "/v1/pending", "", a, f.pageHeaders()); code != http.StatusOK {
+		t.Fatalf("login a after a refused cross-site logout: %d, want 200", code)
+	}
+	if code := f.cookieRequest(t, http.MethodPost, "/logout", "", a, f.pageHeaders()); code >= 400 {
+		t.Fatalf("logout: %d", code)
+	}
+	if code := f.cookieRequest(t, http.MethodGet, "/v1/pending", "", a, f.pageHeaders()); code != http.StatusUnauthorized && code != http.StatusForbidden {
+		t.Fatalf("login a after its logout: %d, want 401 or 403", code)
+	}
+	if code := f.cookieRequest(t, http.MethodGet, "/v1/pending", "", b, f.pageHeaders()); code != http.StatusOK {
+		t.Fatalf("login b after a's logout: %d, want 200", code)
+	}
+}
