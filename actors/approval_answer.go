@@ -128,10 +128,10 @@ func (a *approvalActor) Receive(ctx actor.Context) {
 		a.ran(ctx, m.outcomes[0])
 	case *approvalSettled:
 		a.settled(ctx, m)
-	case *messages.ConfirmReply:
+	case *forwardedConfirm:
 		// Not a confirmation a turn waits on: the dispatcher asks again
 		// with stored set, queued after this job.
-		ctx.Respond(&messages.ConfirmAck{Status: confirmNotFound})
+		answerConfirm(ctx, m, confirmNotFound)
 	case *messages.CancelTurn:
 		// The member's grace ended (drainCancel): the approved call is
 		// canceled like a turn's, and its result still committed.
@@ -165,22 +165,23 @@ func (a *approvalActor) ack(ctx actor.Context, status string) {
 	}
 }
 
-// done tells the session the job is over, and stops.
-func (a *approvalActor) done(ctx actor.Context) {
+// done tells the session the job is over, answers the requester if it
+// has not been (the session first: an answer sent again on reading this
+// one finds the job over), and stops.
+func (a *approvalActor) done(ctx actor.Context, status string) {
 	ctx.Send(ctx.Parent(), &turnFinished{pid: ctx.Self()})
+	a.ack(ctx, status)
 	ctx.Stop(ctx.Self())
 }
 
 func (a *approvalActor) taken(ctx actor.Context, m *approvalTaken) {
 	if m.err != nil {
 		a.cfg.Logger.Error().Err(m.err).Str("session", a.session).Str("call", a.reply.CallId).Msg("taking a deferred approval failed")
-		a.ack(ctx, confirmFailed)
-		a.done(ctx)
+		a.done(ctx, confirmFailed)
 		return
 	}
-	a.ack(ctx, m.status)
 	if m.status != confirmAccepted {
-		a.done(ctx)
+		a.done(ctx, m.status)
 		return
 	}
 	a.ap = m.approval
@@ -188,9 +189,10 @@ func (a *approvalActor) taken(ctx actor.Context, m *approvalTaken) {
 	if m.rec != nil { // denied: settled skipped
 		a.cfg.Observer.CallDone(a.ap.Tool, string(toolkit.StatusSkipped))
 		emitApprovalResult(a.em, m.rec, a.ap.CallID)
-		a.done(ctx)
+		a.done(ctx, confirmAccepted)
 		return
 	}
+	a.ack(ctx, confirmAccepted)
 	a.start(ctx)
 }
 
@@ -298,5 +300,5 @@ func (a *approvalActor) settled(ctx actor.Context, m *approvalSettled) {
 	a.tr.end(&messages.TurnResult{Turn: a.ap.Turn, Messages: []*messages.ToolMessage{{}}})
 	a.tr = nil
 	emitApprovalResult(a.em, m.rec, a.ap.CallID)
-	a.done(ctx)
+	a.done(ctx, confirmAccepted)
 }

@@ -234,7 +234,7 @@ func (a *preflightActor) Receive(ctx actor.Context) {
 		a.wait(ctx, p, w)
 	case *stamped:
 		a.stamped(ctx, m)
-	case *messages.ConfirmReply:
+	case *forwardedConfirm:
 		a.confirmReply(ctx, m)
 	case *approverReply:
 		a.approverReply(ctx, m)

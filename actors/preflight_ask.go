@@ -98,26 +98,27 @@ func (a *preflightActor) put(ctx actor.Context, p *callPlan, pv toolkit.Preview)
 		TurnText: a.turnText(), Upcoming: a.upcoming()})
 }
 
-func (a *preflightActor) confirmReply(ctx actor.Context, m *messages.ConfirmReply) {
+func (a *preflightActor) confirmReply(ctx actor.Context, f *forwardedConfirm) {
+	m := f.reply
 	switch {
 	case a.in.cfg.Approver != nil && !a.answered[m.CallId]:
 		// The Approver answers this turn's confirmations, not Confirm.
-		ctx.Respond(&messages.ConfirmAck{Status: "not_found"})
+		answerConfirm(ctx, f, confirmNotFound)
 		return
 	case a.asking == nil || a.asking.id != m.CallId || (a.asking.tool.Preview != nil && !a.asking.bound):
 		// Not asked (yet: a call with a preview is asked once the preview
 		// is shown, and an answer before that answers nothing).
 		if a.answered[m.CallId] {
-			ctx.Respond(&messages.ConfirmAck{Status: "already_answered"})
+			answerConfirm(ctx, f, confirmAlreadyAnswered)
 		} else {
-			ctx.Respond(&messages.ConfirmAck{Status: "not_found"})
+			answerConfirm(ctx, f, confirmNotFound)
 		}
 		return
 	case a.asking.argsHash != m.ArgsHash:
-		ctx.Respond(&messages.ConfirmAck{Status: "mismatch"})
+		answerConfirm(ctx, f, confirmMismatch)
 		return
 	}
-	ctx.Respond(&messages.ConfirmAck{Status: "accepted"})
+	answerConfirm(ctx, f, confirmAccepted)
 	reason := "denied by the user"
 	if m.Reason != "" {
 		reason += ": " + messages.ClipText(m.Reason, 500)

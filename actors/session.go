@@ -84,6 +84,7 @@ type session struct {
 	turns    int
 	resets   int // resetState requests the commit actor has not answered
 	stopping bool
+	confirms uint64 // confirmations forwarded, numbering forwardedConfirm
 
 	queue   []queued
 	current *runningTurn
@@ -96,6 +97,32 @@ type runningTurn struct {
 	sender    *actor.PID
 	done      bool               // a job's requester was answered
 	cancel    context.CancelFunc // ends the turn's context; nil for a job
+	// confirms are the requesters of the confirmations handed to the turn
+	// actor and not answered yet, by forwardedConfirm.seq.
+	confirms map[uint64]*actor.PID
+}
+
+// forwardedConfirm is a confirmation the session hands to its running
+// turn or answer job; the answer (confirmAnswered) comes back to the
+// session, which answers the requester. A turn that ends first never
+// answers (a message that reaches a stopped actor's mailbox is dropped
+// without a reply): the session answers what it did not with not_found
+// when the turn finishes, and the dispatcher then asks the session's
+// store (a deferred approval).
+type forwardedConfirm struct {
+	seq   uint64
+	reply *messages.ConfirmReply
+}
+
+// confirmAnswered is a turn's answer to a forwardedConfirm.
+type confirmAnswered struct {
+	seq uint64
+	ack *messages.ConfirmAck
+}
+
+// answerConfirm answers a forwardedConfirm.
+func answerConfirm(ctx actor.Context, m *forwardedConfirm, status string) {
+	ctx.Respond(&confirmAnswered{seq: m.seq, ack: &messages.ConfirmAck{Status: status}})
 }
 
 // receive handles the messages both lifecycles handle alike.
@@ -122,7 +149,14 @@ func (a *session) receive(ctx actor.Context) {
 			return
 		}
 		a.cfg.traceDelivery(ctx, "ConfirmReply", m.Traceparent, m.Tracestate, m.Session, m.CallId, "")
-		ctx.Forward(a.current.pid)
+		a.forwardConfirm(ctx, m)
+	case *confirmAnswered:
+		if j := a.current; j != nil {
+			if to, ok := j.confirms[m.seq]; ok {
+				delete(j.confirms, m.seq)
+				send(ctx, to, m.ack)
+			}
+		}
 	case *messages.Ack:
 		// The commit actor answered the current job.
 		if j := a.current; j != nil && j.pid == nil {
@@ -151,6 +185,9 @@ func (a *session) receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.stopping = true
 		a.failQueued(ctx)
+		if j := a.current; j != nil {
+			j.answerConfirms(ctx, confirmClosed)
+		}
 		if j := a.current; j != nil && j.pid == nil && !j.done {
 			// An end-run or client result whose store call had not answered.
 			j.done = true
@@ -186,9 +223,32 @@ func (a *session) answer(ctx actor.Context, m *messages.AnswerQuestion) {
 	ctx.Respond(&messages.Ack{Error: ackError(err)})
 }
 
-// turnFinished: the current turn answered its requester.
+// forwardConfirm hands a confirmation to the running turn or answer job,
+// keeping its requester until the turn answers or finishes.
+func (a *session) forwardConfirm(ctx actor.Context, m *messages.ConfirmReply) {
+	j := a.current
+	a.confirms++
+	if j.confirms == nil {
+		j.confirms = map[uint64]*actor.PID{}
+	}
+	j.confirms[a.confirms] = ctx.Sender()
+	ctx.Request(j.pid, &forwardedConfirm{seq: a.confirms, reply: m})
+}
+
+// answerConfirms answers every confirmation the turn did not.
+func (j *runningTurn) answerConfirms(ctx actor.Context, status string) {
+	for seq, to := range j.confirms {
+		send(ctx, to, &messages.ConfirmAck{Status: status})
+		delete(j.confirms, seq)
+	}
+}
+
+// turnFinished: the current turn answered its requester. A confirmation
+// it was handed and did not answer finds no call waiting in it: not_found,
+// and the dispatcher asks the store.
 func (a *session) turnFinished(ctx actor.Context, m *turnFinished) {
 	if a.current != nil && a.current.pid != nil && a.current.pid.Equal(m.pid) {
+		a.current.answerConfirms(ctx, confirmNotFound)
 		a.current = nil
 	}
 	if m.failed {

@@ -109,9 +109,9 @@ func (a *turnActor) Receive(ctx actor.Context) {
 		a.poolDone(ctx, m)
 	case *messages.CancelTurn:
 		a.cancelTurn(ctx, m)
-	case *messages.ConfirmReply:
+	case *forwardedConfirm:
 		if a.preflight == nil {
-			ctx.Respond(&messages.ConfirmAck{Status: "not_found"})
+			answerConfirm(ctx, m, confirmNotFound)
 			return
 		}
 		ctx.Forward(a.preflight)
@@ -358,8 +358,10 @@ func (a *turnActor) reply(ctx actor.Context, r *messages.TurnResult, failed bool
 	}
 	a.tr.end(r)
 	logTurn(a.log, a.session, r, a.started)
-	send(ctx, a.replyTo, r)
+	// The session first: a request its requester sends on reading the
+	// result (an answer to a deferred call) finds the turn over.
 	ctx.Send(ctx.Parent(), &turnFinished{pid: ctx.Self(), failed: failed})
+	send(ctx, a.replyTo, r)
 	if a.cancel != nil {
 		a.cancel()
 	}
