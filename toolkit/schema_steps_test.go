@@ -9,10 +9,12 @@ import (
 	"time"
 )
 
-// stepsGuard is how long a test waits for a Check that should end at once
-// before it reports a hang (a guard against waiting for ever, not a
-// measure of speed).
-const stepsGuard = 20 * time.Second
+// stepsGuard is how long a test waits for a Check before it reports a
+// hang: a guard against waiting for ever, not a measure of speed (the
+// bound under test is the count of evaluations). Validating 20 000
+// objects takes 2 s here, 14 s under -race, and went past 20 s on a
+// loaded two-core machine.
+const stepsGuard = 2 * time.Minute
 
 // checkWithin runs Check and reports a hang after stepsGuard.
 func checkWithin(t *testing.T, s *Schema, args string) error {
