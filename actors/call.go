@@ -55,7 +55,7 @@ func (a *callActor) Receive(ctx actor.Context) {
 			panic(r) // the pool, its supervisor, answers the call
 		}
 	}()
-	o := a.run(m.plan, m.text, m.span)
+	o := a.run(m.plan, m.text, m.span, a.tasks(ctx, m.plan.idx))
 	if !m.state.CompareAndSwap(callRunning, callReturned) {
 		// The pool gave up on this call and reported it; its turn may be
 		// over. Nothing to send: only the count of running abandoned calls
@@ -70,7 +70,7 @@ func (a *callActor) Receive(ctx actor.Context) {
 // tool returns without error, no fault injected) stays on a small stack
 // frame; the rest is in settle, so a call actor's fresh mailbox goroutine
 // rarely has to grow its stack.
-func (a *callActor) run(p *callPlan, text *callText, span trace.Span) *callOutcome {
+func (a *callActor) run(p *callPlan, text *callText, span trace.Span, tasks func(context.Context, string) error) *callOutcome {
 	if !p.fault.RunsTool() {
 		return injectedOutcome(p)
 	}
@@ -82,6 +82,7 @@ func (a *callActor) run(p *callPlan, text *callText, span trace.Span) *callOutco
 		Emit:     func(piece string) { em.text(text, p.id, p.name, piece) },
 		Ask:      a.in.cfg.board.asker(em, a.in.session, p.id, p.name, a.in.cfg.ConfirmTimeout, a.in.nobody || a.in.cfg.NobodyAnswers),
 		Redactor: a.in.cfg.Redactor,
+		Tasks:    tasks,
 	}
 	var res toolkit.Result
 	var err error
@@ -99,6 +100,23 @@ func (a *callActor) run(p *callPlan, text *callText, span trace.Span) *callOutco
 		return &callOutcome{idx: p.idx, msg: withParts(toolMsg(p, toolkit.StatusOK, res.Content), res.Parts), fetched: res.Fetched, cache: res.Cache}
 	}
 	return a.settle(cctx, p, res, err)
+}
+
+// tasks returns the call's Call.Tasks: it hands the task's id to the
+// pool, which has the call's intent record written again naming it, and
+// waits for that write (or the end of the call's ctx).
+func (a *callActor) tasks(ctx actor.Context, idx int) func(context.Context, string) error {
+	pool, root := ctx.Parent(), ctx.ActorSystem().Root
+	return func(cctx context.Context, id string) error {
+		done := make(chan error, 1)
+		root.Send(pool, &noteTask{idx: idx, id: id, at: time.Now(), done: done})
+		select {
+		case err := <-done:
+			return err
+		case <-cctx.Done():
+			return fmt.Errorf("the task's id was not recorded before the call ended: %w", cctx.Err())
+		}
+	}
 }
 
 // sleepCtx waits d or until ctx ends.
@@ -134,6 +152,8 @@ func (a *callActor) settle(cctx context.Context, p *callPlan, res toolkit.Result
 		o.msg = toolMsg(p, toolkit.StatusError, err.Error())
 	case errors.Is(err, toolkit.ErrOutcomeUnknown):
 		o.msg = toolMsg(p, toolkit.StatusOutcomeUnknown, err.Error())
+	case errors.Is(err, toolkit.ErrCanceled):
+		o.msg = toolMsg(p, toolkit.StatusCanceled, err.Error())
 	case errors.Is(cctx.Err(), context.DeadlineExceeded):
 		o.msg = toolMsg(p, toolkit.StatusTimeout, fmt.Sprintf("timed out after %s: %s", p.tool.EffectiveTimeout(), err.Error()))
 	default:

@@ -189,6 +189,8 @@ func (a *commitActor) Receive(ctx actor.Context) {
 		ctx.Respond(a.prepare(m))
 	case *writeIntent:
 		ctx.Respond(&storeDone{err: a.writeIntent(m)})
+	case *writeTask:
+		m.done <- a.writeIntent(&writeIntent{intent: m.intent})
 	case *commitTurn:
 		ctx.Respond(&storeDone{err: a.commitTurn(m)})
 	case *messages.EndRun:
@@ -233,6 +235,8 @@ func (a *commitActor) recovered(ctx actor.Context, r any) {
 		ctx.Respond(&prepared{err: err})
 	case *writeIntent, *commitTurn:
 		ctx.Respond(&storeDone{err: err})
+	case *writeTask:
+		m.done <- err
 	case *messages.EndRun, *messages.ClientResult:
 		ctx.Respond(&messages.Ack{Error: ackError(err)})
 	case *takeApproval:

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -61,6 +62,22 @@ type prepared struct {
 }
 
 type writeIntent struct{ intent *cachestore.Intent }
+
+// noteTask tells the pool the task an outside server runs call idx as
+// (toolkit.Call.NoteTask); done gets the outcome of its write (buffered).
+type noteTask struct {
+	idx  int
+	id   string
+	at   time.Time
+	done chan error
+}
+
+// writeTask asks the commit actor to write the intent naming a task, and
+// to tell done how it went (buffered): the call waits on it, not the pool.
+type writeTask struct {
+	intent *cachestore.Intent
+	done   chan error
+}
 
 // commitTurn asks the commit actor to write a turn and hands back the
 // run's state the turn was lent (nil for none), to which the commit

@@ -138,6 +138,8 @@ func (a *poolActor) Receive(ctx actor.Context) {
 		a.finished(ctx, m)
 	case *storeDone:
 		a.intentWritten(ctx, m.err)
+	case *noteTask:
+		a.noteTask(ctx, m)
 	case *watchdogTick:
 		a.watchdogTick(ctx)
 	case *messages.CancelTurn:
@@ -192,6 +194,29 @@ func (a *poolActor) nextSegment(ctx actor.Context) {
 	a.intent = &in
 	a.writing = seg
 	ctx.Request(a.in.commit, &writeIntent{intent: &in})
+}
+
+// noteTask has the intent record written again naming the task an outside
+// server runs a call as (a small second write of the segment's intent,
+// through the commit actor like every write of the session). Later
+// segments' intents keep naming it. A call without an intent record (an
+// approved deferred call: its claim is its intent) has nowhere to keep
+// it: after a crash it reads outcome_unknown as before.
+func (a *poolActor) noteTask(ctx actor.Context, m *noteTask) {
+	if a.intent == nil || a.done {
+		m.done <- nil
+		return
+	}
+	in := *a.intent
+	in.Tasks = make([]cachestore.TaskRef, 0, len(a.intent.Tasks)+1)
+	for _, t := range a.intent.Tasks {
+		if t.Index != m.idx {
+			in.Tasks = append(in.Tasks, t)
+		}
+	}
+	in.Tasks = append(in.Tasks, cachestore.TaskRef{Index: m.idx, ID: m.id, At: m.at})
+	a.intent = &in
+	ctx.Send(a.in.commit, &writeTask{intent: &in, done: m.done})
 }
 
 // intentWritten starts the segment whose intent record is durable, or ends

@@ -2,6 +2,7 @@ package cachestore
 
 import (
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -21,7 +22,8 @@ import (
 //	6 assistant (messages.AssistantMessage),
 //	7 decided (repeated {1 index, 2 messages.ToolMessage}),
 //	8 started (repeated index), 9 names (repeated), 10 ids (repeated),
-//	11 calls_hash.
+//	11 calls_hash,
+//	12 tasks (repeated {1 index, 2 task id, 3 learned at, Unix nanoseconds}).
 //
 // EncodeIntent and DecodeIntent, like EncodeDedup and DecodeDedup, are the
 // record formats every store of this module writes (Badger keys, PostgreSQL
@@ -62,6 +64,15 @@ func EncodeIntent(in *Intent) ([]byte, error) {
 	}
 	if in.CallsHash != "" {
 		b = wire.AppendString(b, 11, in.CallsHash)
+	}
+	for _, t := range in.Tasks {
+		var d []byte
+		d = wire.AppendVarint(d, 1, uint64(t.Index))
+		d = wire.AppendString(d, 2, t.ID)
+		if !t.At.IsZero() {
+			d = wire.AppendVarint(d, 3, uint64(t.At.UnixNano()))
+		}
+		b = wire.AppendBytes(b, 12, d)
 	}
 	return b, nil
 }
@@ -104,6 +115,12 @@ func DecodeIntent(b []byte) (*Intent, error) {
 			in.IDs = append(in.IDs, string(f.Bytes))
 		case 11:
 			in.CallsHash = string(f.Bytes)
+		case 12:
+			t, err := decodeTask(f.Bytes)
+			if err != nil {
+				return err
+			}
+			in.Tasks = append(in.Tasks, t)
 		}
 		return nil
 	})
@@ -111,6 +128,22 @@ func DecodeIntent(b []byte) (*Intent, error) {
 		return nil, fmt.Errorf("decoding intent: %w", err)
 	}
 	return in, nil
+}
+
+func decodeTask(b []byte) (TaskRef, error) {
+	var t TaskRef
+	err := wire.Decode(b, func(f wire.Field) error {
+		switch f.Num {
+		case 1:
+			t.Index = wire.Int(f.Varint)
+		case 2:
+			t.ID = string(f.Bytes)
+		case 3:
+			t.At = time.Unix(0, int64(f.Varint))
+		}
+		return nil
+	})
+	return t, err
 }
 
 func decodeDecided(b []byte) (int, *messages.ToolMessage, error) {

@@ -31,6 +31,7 @@ type Memory struct {
 	kv       map[string][]byte               // by namespace NUL key; guarded by mu
 	approval map[memApprovalKey]*Approval    // guarded by mu
 	events   map[string]uint64               // event counter by session; guarded by mu
+	tasks    TaskLookup                      // guarded by mu
 }
 
 type memApprovalKey struct{ session, callID string }
@@ -56,7 +57,10 @@ type memFileVersion struct {
 	content []byte
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store        = (*Memory)(nil)
+	_ TaskResolver = (*Memory)(nil)
+)
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
@@ -96,10 +100,12 @@ func (m *Memory) nextTurn(session string) int64 {
 // LoadSession returns the session's state, first resolving an intent record
 // into a committed turn.
 func (m *Memory) LoadSession(ctx context.Context, session string) (SessionState, error) {
+	if _, err := m.resolve(ctx, session, true); err != nil {
+		return SessionState{}, fmt.Errorf("loading session %q: %w", session, err)
+	}
 	if err := m.lock(ctx); err != nil {
 		return SessionState{}, fmt.Errorf("loading session %q: %w", session, err)
 	}
-	m.resolveLocked(session)
 	st := SessionState{NextTurn: m.nextTurn(session)}
 	stored, ok := m.events[session]
 	st.EventBlock = LoadedEventBlock(stored, ok, st.NextTurn)
@@ -111,9 +117,37 @@ func (m *Memory) LoadSession(ctx context.Context, session string) (SessionState,
 	return st, nil
 }
 
-// resolveLocked resolves the session's intent of its next turn and drops
-// any other; it reports whether a turn was resolved.
-func (m *Memory) resolveLocked(session string) bool {
+// resolve resolves the session's intent of its next turn and drops any
+// other; it reports whether a turn was resolved. An intent naming a
+// started call's task is resolved with what the TaskLookup learns, asked
+// without the lock; without a lookup it is left in place unless blind.
+func (m *Memory) resolve(ctx context.Context, session string, blind bool) (bool, error) {
+	if err := m.lock(ctx); err != nil {
+		return false, err
+	}
+	in, lookup := m.intents[session][m.nextTurn(session)], m.tasks
+	if len(StartedTasks(in)) == 0 || (lookup == nil && blind) {
+		defer m.mu.Unlock()
+		return m.resolveLocked(session, nil), nil
+	}
+	if lookup == nil {
+		m.mu.Unlock()
+		return false, nil // left for the lookup
+	}
+	c := cloneIntent(in)
+	m.mu.Unlock()
+	o := LookUpTasks(ctx, lookup, session, c)
+	if err := m.lock(ctx); err != nil {
+		return false, err
+	}
+	defer m.mu.Unlock()
+	return m.resolveLocked(session, o), nil
+}
+
+// resolveLocked resolves the session's intent of its next turn, with what
+// a lookup learned of its tasks, and drops any other; it reports whether a
+// turn was resolved.
+func (m *Memory) resolveLocked(session string, o *TaskOutcomes) bool {
 	byTurn := m.intents[session]
 	if len(byTurn) == 0 {
 		return false
@@ -123,7 +157,7 @@ func (m *Memory) resolveLocked(session string) bool {
 	if in == nil {
 		return false
 	}
-	rec, turnID := privateTurn(ResolveIntent(in, m.now()))
+	rec, turnID := privateTurn(ResolveIntentWith(in, m.now(), o))
 	m.commitLocked(session, rec, turnID)
 	return true
 }
@@ -334,11 +368,11 @@ func (m *Memory) RecoverAll(ctx context.Context) (int, error) {
 	for s := range m.intents {
 		sessions = append(sessions, s)
 	}
-	slices.Sort(sessions)
-	n, err := RecoverSessions(ctx, sessions, func(_ context.Context, session string) (bool, error) {
-		return m.resolveLocked(session), nil
-	})
 	m.mu.Unlock()
+	slices.Sort(sessions)
+	n, err := RecoverSessions(ctx, sessions, func(ctx context.Context, session string) (bool, error) {
+		return m.resolve(ctx, session, false)
+	})
 	if _, cerr := SettleClaimed(ctx, m, ""); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("recovering approvals: %w", cerr))
 	}
@@ -464,5 +498,13 @@ func cloneIntent(in *Intent) *Intent {
 	c.Started = slices.Clone(in.Started)
 	c.Names = slices.Clone(in.Names)
 	c.IDs = slices.Clone(in.IDs)
+	c.Tasks = slices.Clone(in.Tasks)
 	return &c
+}
+
+// SetTaskLookup implements TaskResolver.
+func (m *Memory) SetTaskLookup(l TaskLookup) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tasks = l
 }

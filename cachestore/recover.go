@@ -32,14 +32,125 @@ const (
 	// approval was never stored, so nobody can answer it.
 	ContentApprovalLost = "skipped: the dispatcher stopped before this call's request for approval was recorded; " +
 		"it did not run. Call it again to ask again."
+	// contentTaskUnknown is the content of an outcome_unknown message of a
+	// call that ran as a task whose outcome was not learned; %q is the
+	// task's id.
+	contentTaskUnknown = "outcome unknown: the dispatcher stopped while this call ran as task %q of its server, " +
+		"and the task's outcome was not learned; it may or may not have taken effect. Check its effect before calling it again."
 )
+
+// maxTaskIDText bounds a task id quoted in a message: the id is the
+// server's.
+const maxTaskIDText = 128
+
+// taskStatuses are the statuses a TaskLookup may settle a call with.
+var taskStatuses = map[string]bool{"ok": true, "error": true, "timeout": true, StatusCanceled: true, StatusOutcomeUnknown: true}
+
+// TaskOutcomes is what a TaskLookup learned of one intent's tasks.
+type TaskOutcomes struct {
+	turn  int64
+	tasks []TaskRef
+	msgs  map[int]*messages.ToolMessage
+}
+
+// matches reports whether o was learned of an intent naming in's turn and
+// tasks.
+func (o *TaskOutcomes) matches(in *Intent) bool {
+	return o != nil && o.turn == in.Turn && slices.EqualFunc(o.tasks, in.Tasks, func(a, b TaskRef) bool {
+		return a.Index == b.Index && a.ID == b.ID && a.At.Equal(b.At)
+	})
+}
+
+// StartedTasks returns the tasks of in's calls that may have started and
+// that pass 1 did not decide: the ones a TaskLookup is asked about.
+func StartedTasks(in *Intent) []TaskRef {
+	if in == nil || len(in.Tasks) == 0 {
+		return nil
+	}
+	var out []TaskRef
+	for _, t := range in.Tasks {
+		if slices.Contains(in.Started, t.Index) && in.Decided[t.Index] == nil && t.Index < len(in.IDs) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// LookUpTasks asks l about the started tasks of in (an intent of session)
+// and returns what it learned, for ResolveIntentWith; nil when in names
+// no started task or l is nil. l gets a copy of in.
+func LookUpTasks(ctx context.Context, l TaskLookup, session string, in *Intent) *TaskOutcomes {
+	if l == nil || len(StartedTasks(in)) == 0 {
+		return nil
+	}
+	c := *in
+	c.Session = session
+	c.Tasks = slices.Clone(in.Tasks)
+	c.Started = slices.Clone(in.Started)
+	c.Names = slices.Clone(in.Names)
+	c.IDs = slices.Clone(in.IDs)
+	c.Decided = nil // a lookup has no business with them
+	return &TaskOutcomes{turn: in.Turn, tasks: slices.Clone(in.Tasks), msgs: l(ctx, &c)}
+}
+
+// ResolveIntentWith is ResolveIntent with what a lookup learned of the
+// intent's tasks (nil, or learned of another intent: nothing): each
+// started call that ran as a task and that pass 1 did not decide is
+// settled with the lookup's message for it (its id, name and role set
+// from the intent); one without a message, or with a status a lookup may
+// not give, reads outcome_unknown naming its task.
+func ResolveIntentWith(in *Intent, at time.Time, o *TaskOutcomes) *messages.TurnRecord {
+	rec := resolveIntent(in, at)
+	if !o.matches(in) {
+		o = nil
+	}
+	for _, t := range StartedTasks(in) {
+		m := rec.ToolMessages[t.Index]
+		if o != nil {
+			if got := o.msgs[t.Index]; got != nil && taskStatuses[got.Status] {
+				got = proto.Clone(got).(*messages.ToolMessage)
+				got.Role, got.ToolCallId, got.Name = "tool", m.ToolCallId, m.Name
+				rec.ToolMessages[t.Index] = got
+				continue
+			}
+		}
+		m.Content = fmt.Sprintf(contentTaskUnknown, messages.ClipText(t.ID, maxTaskIDText))
+	}
+	return rec
+}
+
+// ResolveIntent builds the turn record
+// TaskLookup learns the outcomes of the calls of an intent left by a crash
+// that ran as tasks of an outside server (Intent.Tasks of started calls
+// that pass 1 did not decide): by call index, the message the call is
+// settled with (its status ok, error, timeout, canceled or
+// outcome_unknown). A call it gives no message for reads outcome_unknown.
+// Stores call it before they resolve the intent, outside every
+// transaction and lock of theirs, with a copy of the intent; it may take
+// as long as the servers need, within its own bound and ctx's.
+type TaskLookup func(ctx context.Context, in *Intent) map[int]*messages.ToolMessage
+
+// TaskResolver is a store that resolves intents naming tasks with a
+// TaskLookup (Badger, Memory, PostgreSQL and Split over one of them).
+// Until SetTaskLookup is called, RecoverAll leaves such an intent in
+// place (the servers that know the tasks are not up yet), and LoadSession
+// resolves it without asking (the task's call reads outcome_unknown):
+// the session's writer cannot wait.
+type TaskResolver interface {
+	SetTaskLookup(TaskLookup)
+}
 
 // ResolveIntent builds the turn record an intent left by a crash becomes:
 // one tool message per call id, in call order; a call decided in pass 1 keeps
-// its message, a call that may have started reads outcome_unknown, and every
+// its message, a call that may have started reads outcome_unknown (naming
+// its task, for a call that ran as one: ResolveIntentWith), and every
 // other call reads canceled. at is the record's time. The intent is not
 // modified and the record shares no memory with it.
 func ResolveIntent(in *Intent, at time.Time) *messages.TurnRecord {
+	return ResolveIntentWith(in, at, nil)
+}
+
+func resolveIntent(in *Intent, at time.Time) *messages.TurnRecord {
 	started := make(map[int]bool, len(in.Started))
 	for _, i := range in.Started {
 		started[i] = true

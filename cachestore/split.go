@@ -57,3 +57,11 @@ func (s Split) KVCreate(ctx context.Context, ns, key string, value []byte) ([]by
 	}
 	return c.KVCreate(ctx, ns, key, value)
 }
+
+// SetTaskLookup implements TaskResolver on the shared store, which keeps
+// the intents.
+func (s Split) SetTaskLookup(l TaskLookup) {
+	if r, ok := s.Store.(TaskResolver); ok {
+		r.SetTaskLookup(l)
+	}
+}

@@ -96,6 +96,23 @@ type Intent struct {
 	// EventBlock, when set, is stored as the session's event counter
 	// (SessionState.EventBlock) with the intent; its writer only raises it.
 	EventBlock uint64
+	// Tasks names the calls that run as tasks of an outside server (MCP
+	// tasks), each with the id the server gave its task: the intent is
+	// written again, through the session's writer, once a server has
+	// answered a call with its task. An intent naming a started call's
+	// task is resolved with what a TaskLookup learns of the task.
+	Tasks []TaskRef
+}
+
+// TaskRef is the task of an outside server that a call of an intent runs
+// as.
+type TaskRef struct {
+	// Index is the call's index in the turn.
+	Index int
+	// ID is the task's id, as the server gave it.
+	ID string
+	// At is when the dispatcher learned it.
+	At time.Time
 }
 
 // TurnCommit is everything one turn writes, applied in one transaction.

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/tooldispatch/tooldispatch/toolkit/mcp/mcptest"
 )
 
 // binary is the tooldispatch command built for the tests that run it as a
@@ -15,6 +17,10 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	// Run as an MCP server of the tests' own (mcptest) when asked to.
+	if mode := os.Getenv(mcptest.Env); mode != "" {
+		os.Exit(mcptest.Serve(mode))
+	}
 	dir, err := os.MkdirTemp("", "tooldispatch-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -119,6 +119,23 @@ type Call struct {
 	// output applies it first (Call.Redact, Call.RedactStream) and cuts
 	// outside markers (SafeCut). Nil when no secrets are configured.
 	Redactor Redactor
+	// Tasks, when set, takes the id of the task an outside server runs the
+	// call as (Call.NoteTask); nil outside a dispatcher's turn.
+	Tasks func(ctx context.Context, id string) error
+}
+
+// NoteTask tells the dispatcher the id of the task an outside server runs
+// the call as (an MCP task), as soon as the server gave it: the call's
+// intent record keeps it, so that after a crash the server can be asked
+// for the call's outcome instead of the call reading outcome_unknown. It
+// returns once the id is durable, or with the reason it could not be
+// written (the call goes on either way: only a crash's outcome depends on
+// it). Without a dispatcher's turn behind the call it does nothing.
+func (c *Call) NoteTask(ctx context.Context, id string) error {
+	if c == nil || c.Tasks == nil {
+		return nil
+	}
+	return c.Tasks(ctx, id)
 }
 
 // Result is what a handler returns on success.
@@ -181,6 +198,9 @@ var (
 	// before answering (a crashed or hung MCP server); it may have run. The
 	// call ends `outcome_unknown`.
 	ErrOutcomeUnknown = errors.New("toolkit: the call's outcome is unknown")
+	// ErrCanceled: the side that runs the call cancelled it (an MCP server
+	// that cancelled the call's task). The call ends `canceled`.
+	ErrCanceled = errors.New("toolkit: the call was cancelled by the side that runs it")
 )
 
 // Handler runs one call. A returned error becomes status error with the

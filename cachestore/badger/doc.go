@@ -28,7 +28,8 @@
 //	                              5 provider, 6 assistant (messages.AssistantMessage),
 //	                              7 decided (repeated {1 index, 2 messages.ToolMessage}),
 //	                              8 started (repeated index), 9 names, 10 ids (repeated),
-//	                              11 calls_hash
+//	                              11 calls_hash, 12 tasks (repeated {1 index, 2 task id,
+//	                              3 learned at, unix ns})
 //	v1/a/{session}/{call id}      deferred approval: cachestore.Approval as JSON
 //	                              (EncodeApproval)
 //	v1/c/{key}                    cache entry: 1 expires (unix ns; absent: never), 2 value

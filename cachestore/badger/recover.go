@@ -15,7 +15,10 @@ import (
 // committed turn and returns the session's next turn number afterwards and
 // whether an intent was resolved. Intents for any other turn than the next
 // one (left over from a turn that was committed after all) are deleted.
-func (b *Store) resolveSession(ctx context.Context, session string) (next int64, resolved bool, err error) {
+// An intent naming a started call's task is resolved with what the
+// TaskLookup learns, asked outside any transaction; without a lookup it
+// is left in place unless blind.
+func (b *Store) resolveSession(ctx context.Context, session string, blind bool) (next int64, resolved bool, err error) {
 	type stored struct {
 		key []byte
 		in  *cachestore.Intent
@@ -68,8 +71,18 @@ func (b *Store) resolveSession(ctx context.Context, session string) (next int64,
 		return next, false, nil
 	}
 
+	var looked *cachestore.TaskOutcomes
+	if len(cachestore.StartedTasks(current)) > 0 {
+		lookup := b.tasks.Load()
+		if lookup == nil && !blind {
+			return next, false, nil // left for the lookup
+		}
+		if lookup != nil {
+			looked = cachestore.LookUpTasks(ctx, *lookup, session, current)
+		}
+	}
 	current.Session = session
-	rec := cachestore.ResolveIntent(current, b.now())
+	rec := cachestore.ResolveIntentWith(current, b.now(), looked)
 	op, err := b.turnOp(session, rec)
 	if err != nil {
 		return 0, false, fmt.Errorf("resolving intent of turn %d of session %q: %w", next, session, err)
@@ -119,11 +132,20 @@ func (b *Store) recoverAll(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("listing intents: %w", err)
 	}
 	n, err := cachestore.RecoverSessions(ctx, sessions, func(ctx context.Context, session string) (bool, error) {
-		_, resolved, err := b.resolveSession(ctx, session)
+		_, resolved, err := b.resolveSession(ctx, session, false)
 		return resolved, err
 	})
 	if _, cerr := cachestore.SettleClaimed(ctx, entered{b}, ""); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("recovering approvals: %w", cerr))
 	}
 	return n, err
+}
+
+// SetTaskLookup implements cachestore.TaskResolver.
+func (b *Store) SetTaskLookup(l cachestore.TaskLookup) {
+	if l == nil {
+		b.tasks.Store(nil)
+		return
+	}
+	b.tasks.Store(&l)
 }

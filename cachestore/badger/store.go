@@ -55,11 +55,16 @@ type Store struct {
 	stats struct {
 		batches, ops, txns, splits, bytes atomic.Int64
 	}
+
+	// tasks looks up the outcomes of the tasks an intent names
+	// (cachestore.TaskResolver); nil until SetTaskLookup.
+	tasks atomic.Pointer[cachestore.TaskLookup]
 }
 
 var (
-	_ cachestore.Store     = (*Store)(nil)
-	_ cachestore.KVCreator = (*Store)(nil)
+	_ cachestore.Store        = (*Store)(nil)
+	_ cachestore.KVCreator    = (*Store)(nil)
+	_ cachestore.TaskResolver = (*Store)(nil)
 )
 
 // Open opens (or creates) the store described by opts, resolves every
@@ -182,7 +187,7 @@ func (b *Store) LoadSession(ctx context.Context, session string) (cachestore.Ses
 	if err := ctx.Err(); err != nil {
 		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, err)
 	}
-	next, _, err := b.resolveSession(ctx, session)
+	next, _, err := b.resolveSession(ctx, session, true)
 	if err != nil {
 		return cachestore.SessionState{}, err
 	}

@@ -64,12 +64,14 @@ type Store struct {
 	closed bool         // guarded by life
 
 	mu     sync.Mutex
-	epochs map[string]int64 // epoch held per session; guarded by mu
+	epochs map[string]int64      // epoch held per session; guarded by mu
+	tasks  cachestore.TaskLookup // guarded by mu; nil until SetTaskLookup
 }
 
 var (
-	_ cachestore.Store     = (*Store)(nil)
-	_ cachestore.KVCreator = (*Store)(nil)
+	_ cachestore.Store        = (*Store)(nil)
+	_ cachestore.KVCreator    = (*Store)(nil)
+	_ cachestore.TaskResolver = (*Store)(nil)
 )
 
 // Open connects to the database and applies the schema migrations
@@ -205,7 +207,11 @@ func (p *Store) LoadSession(ctx context.Context, session string) (cachestore.Ses
 		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, unavailable(err))
 	}
 	defer p.leave()
-	next, block, _, err := p.takeOver(ctx, session)
+	looked, _, err := p.lookUpTasks(ctx, session, true)
+	if err != nil {
+		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, unavailable(err))
+	}
+	next, block, _, err := p.takeOver(ctx, session, looked)
 	if err != nil {
 		return cachestore.SessionState{}, fmt.Errorf("loading session %q: %w", session, unavailable(err))
 	}
@@ -226,11 +232,39 @@ func queueEventBlock(batch *pgx.Batch, session string, block uint64) {
 	}
 }
 
+// lookUpTasks asks the TaskLookup about the started tasks of the
+// session's intent of its next turn, outside any transaction, and returns
+// what it learned (nil when the intent names none). Without a lookup,
+// leave reports that the intent is to be left in place (unless blind).
+func (p *Store) lookUpTasks(ctx context.Context, session string, blind bool) (looked *cachestore.TaskOutcomes, leave bool, err error) {
+	var raw []byte
+	err = p.pool.QueryRow(ctx, `SELECT i.record FROM intents i LEFT JOIN sessions s ON s.session = i.session
+		WHERE i.session = $1 AND i.turn = COALESCE(s.next_turn, 1)`, b(session)).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, mapPgError(err)
+	}
+	in, err := cachestore.DecodeIntent(raw)
+	if err != nil || len(cachestore.StartedTasks(in)) == 0 {
+		return nil, false, nil // a corrupt intent fails in takeOver
+	}
+	p.mu.Lock()
+	lookup := p.tasks
+	p.mu.Unlock()
+	if lookup == nil {
+		return nil, !blind, nil
+	}
+	return cachestore.LookUpTasks(ctx, lookup, session, in), false, nil
+}
+
 // takeOver bumps the session's epoch, resolves its intent of the next turn
-// and drops any other, and takes the loader's blocks of event numbers
-// (cachestore.EventBlocksPerLoad), in one transaction; it returns the next
-// turn afterwards, the first block taken and whether it resolved a turn.
-func (p *Store) takeOver(ctx context.Context, session string) (next int64, block uint64, resolved bool, err error) {
+// (with what a lookup learned of its tasks) and drops any other, and takes
+// the loader's blocks of event numbers (cachestore.EventBlocksPerLoad), in
+// one transaction; it returns the next turn afterwards, the first block
+// taken and whether it resolved a turn.
+func (p *Store) takeOver(ctx context.Context, session string, looked *cachestore.TaskOutcomes) (next int64, block uint64, resolved bool, err error) {
 	var epoch int64
 	var calls int
 	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
@@ -244,7 +278,7 @@ func (p *Store) takeOver(ctx context.Context, session string) (next int64, block
 		if err != nil {
 			return err
 		}
-		if calls, resolved, err = p.resolveIntent(ctx, tx, session, next); err != nil {
+		if calls, resolved, err = p.resolveIntent(ctx, tx, session, next, looked); err != nil {
 			return err
 		}
 		if resolved {
@@ -272,7 +306,7 @@ func (p *Store) takeOver(ctx context.Context, session string) (next int64, block
 
 // resolveIntent resolves the session's intent of its next turn, inside
 // takeOver's transaction, and drops any other.
-func (p *Store) resolveIntent(ctx context.Context, tx pgx.Tx, session string, next int64) (calls int, resolved bool, err error) {
+func (p *Store) resolveIntent(ctx context.Context, tx pgx.Tx, session string, next int64, looked *cachestore.TaskOutcomes) (calls int, resolved bool, err error) {
 	rows, err := tx.Query(ctx, `SELECT turn, record FROM intents WHERE session = $1 ORDER BY turn`, b(session))
 	if err != nil {
 		return 0, false, err
@@ -315,7 +349,7 @@ func (p *Store) resolveIntent(ctx context.Context, tx pgx.Tx, session string, ne
 		return 0, false, nil
 	}
 	current.Session, current.Turn = session, next
-	rec := cachestore.ResolveIntent(current, p.now())
+	rec := cachestore.ResolveIntentWith(current, p.now(), looked)
 	turnID := current.TurnID
 	if turnID != "" {
 		var taken bool
@@ -677,7 +711,14 @@ func (p *Store) RecoverAll(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("recovering intents: %w", unavailable(err))
 	}
 	return cachestore.RecoverSessions(ctx, sessions, func(ctx context.Context, session string) (bool, error) {
-		_, _, resolved, err := p.takeOver(ctx, session)
+		looked, leave, err := p.lookUpTasks(ctx, session, false)
+		if err != nil {
+			return false, fmt.Errorf("session %q: %w", session, unavailable(err))
+		}
+		if leave {
+			return false, nil // left for the lookup
+		}
+		_, _, resolved, err := p.takeOver(ctx, session, looked)
 		if err != nil {
 			return false, fmt.Errorf("session %q: %w", session, err)
 		}
@@ -1011,4 +1052,11 @@ func (p *Store) amend(ctx context.Context, session, callID string, pending []str
 		return nil, fmt.Errorf("amending call %q of session %q: %w", callID, session, unavailable(err))
 	}
 	return out, nil
+}
+
+// SetTaskLookup implements cachestore.TaskResolver.
+func (p *Store) SetTaskLookup(l cachestore.TaskLookup) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tasks = l
 }

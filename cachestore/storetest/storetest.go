@@ -61,6 +61,7 @@ func Run(t *testing.T, open Opener) {
 		{"stale_turn", testStaleTurn},
 		{"intent_resolution", testIntentResolution},
 		{"intent_replaced", testIntentReplaced},
+		{"intent_tasks", testIntentTasks},
 		{"commit_deletes_intent", testCommitDeletesIntent},
 		{"recover_all_on_restart", testRecoverAllOnRestart},
 		{"turn_by_id", testTurnByID},

@@ -186,6 +186,9 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (_ 
 	if err != nil {
 		return nil, err
 	}
+	if err := s.recoverTasks(log); err != nil {
+		return nil, err
+	}
 	s.cfg = cfg
 	acfg := dispatcherSettings(o, cfg)
 	acfg.Observer = observer
@@ -281,6 +284,34 @@ func (s *stack) registerTools(o *options, cfg *fileConfig, bc *belt.Config, log 
 		return nil, failf(exitUsage, "%v", err)
 	}
 	return observer, nil
+}
+
+// recoverTasks gives the stores the lookup of the tasks that interrupted
+// calls ran as (MCP tasks), now that the MCP servers are up, and resolves
+// the intents the store's opening left for it. A cluster member's shared
+// store resolves its sessions' intents when their grains activate
+// (LoadSession), with the same lookup.
+func (s *stack) recoverTasks(log zerolog.Logger) error {
+	resume := func(_ context.Context, taskID string, _ time.Time, c *toolkit.Call) (toolkit.Result, error) {
+		return toolkit.Result{}, fmt.Errorf("no MCP server is configured, so task %q of %s could not be asked about: %w",
+			messages.ClipText(taskID, 128), c.Name, toolkit.ErrOutcomeUnknown)
+	}
+	if s.tools.MCP != nil {
+		resume = s.tools.MCP.ResumeTask
+	}
+	lookup := actors.TaskLookup(resume, s.tools.Secrets.Redactor(), log)
+	s.held.SetTaskLookup(lookup)
+	if r, ok := s.store.(cachestore.TaskResolver); ok {
+		r.SetTaskLookup(lookup)
+	}
+	n, err := s.held.RecoverAll(context.Background())
+	if err != nil {
+		return failf(exitFailure, "resolving the turns that MCP tasks interrupted: %v", err)
+	}
+	if n > 0 {
+		log.Info().Int("turns", n).Msg("resolved interrupted turns whose calls ran as MCP tasks")
+	}
+	return nil
 }
 
 // startDispatcher starts telemetry and the dispatcher: a cluster member's

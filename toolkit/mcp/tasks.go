@@ -37,6 +37,9 @@ const (
 	taskCancelTimeout = 5 * time.Second
 	// maxTaskStatus bounds a task's status message in a tool_call_text line.
 	maxTaskStatus = 1 << 10
+	// maxTaskID bounds a task id kept in the call's intent record
+	// (Call.NoteTask); a longer one is followed but not kept.
+	maxTaskID = 1 << 10
 
 	methodTaskGet    = "tasks/get"
 	methodTaskResult = "tasks/result"
@@ -79,6 +82,25 @@ func (t *taskState) terminal() bool {
 		return true
 	}
 	return false
+}
+
+// errOtherTask: a server answered tasks/get about another task than the
+// one asked.
+var errOtherTask = errors.New("the server answered about another task")
+
+// readTaskState reads what tasks/get answered about task id: an answer
+// naming another task is refused (a server cannot hand a call another
+// task's outcome), one naming none is taken as about id.
+func readTaskState(raw json.RawMessage, id string) (*taskState, error) {
+	var st taskState
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	if st.TaskID != "" && st.TaskID != id {
+		return nil, fmt.Errorf("%w (%q), so the outcome of the task asked about is unknown: %w", errOtherTask, oneLine(st.TaskID, 128), toolkit.ErrOutcomeUnknown)
+	}
+	st.TaskID = id
+	return &st, nil
 }
 
 // asTask reports whether a tool of the given taskSupport is called as a
@@ -149,17 +171,17 @@ func (s *server) awaitTask(ctx context.Context, t *tap, tool string, c *toolkit.
 		if err != nil {
 			return nil, fmt.Errorf("MCP server %q: %s of task %q of %s: %w", s.name, methodTaskGet, oneLine(st.TaskID, 128), tool, err)
 		}
-		var next taskState
-		if err := json.Unmarshal(raw, &next); err != nil {
-			return nil, fmt.Errorf("MCP server %q: reading %s of %s: %w", s.name, methodTaskGet, tool, err)
+		next, err := readTaskState(raw, st.TaskID)
+		if err != nil {
+			return nil, fmt.Errorf("MCP server %q: %s of task %q of %s: %w", s.name, methodTaskGet, oneLine(st.TaskID, 128), tool, err)
 		}
-		next.TaskID = st.TaskID
-		st = &next
+		st = next
 		show(st)
 		timer.Reset(st.poll())
 	}
 	if st.Status == taskCancelled {
-		return nil, &ToolError{Server: s.name, Tool: tool, Text: "the server cancelled the task: " + oneLine(c.Redact(st.StatusMessage), maxTaskStatus)}
+		return nil, fmt.Errorf("MCP server %q cancelled task %q of %s: %s (%w)", s.name, oneLine(st.TaskID, 128), tool,
+			oneLine(c.Redact(st.StatusMessage), maxTaskStatus), toolkit.ErrCanceled)
 	}
 	// Completed or failed: the result is ready. Needing input: the
 	// server's requests for it come while tasks/result waits.

@@ -182,10 +182,20 @@ func (s *server) send(ctx context.Context, sess *mcp.ClientSession, conn *conn, 
 	if err == nil && asTask {
 		var st *taskState
 		if st, err = taskOf(res, conn.tap.key); err == nil && st != nil {
+			// Kept in the call's intent record before anything else, so
+			// that a restart can ask for the task's outcome (resume.go).
+			if len(st.TaskID) > maxTaskID {
+				s.log.Warn().Str("tool", mcpName).Int("bytes", len(st.TaskID)).
+					Msg("the MCP task's id is too long to keep: a crash during the task would leave its outcome unknown")
+			} else if nerr := c.NoteTask(callCtx, st.TaskID); nerr != nil {
+				s.log.Warn().Err(nerr).Str("tool", mcpName).Str("task", oneLine(st.TaskID, 128)).
+					Msg("the MCP task's id was not recorded: a crash during the task would leave its outcome unknown")
+			}
 			res, err = s.awaitTask(callCtx, conn.tap, mcpName, c, st)
 			var te *ToolError
-			if err != nil && (callCtx.Err() != nil || errors.As(err, &te)) {
-				// Cancelled at the call's end, or ended by the server.
+			if err != nil && (callCtx.Err() != nil || errors.As(err, &te) || errors.Is(err, toolkit.ErrCanceled) || errors.Is(err, errOtherTask)) {
+				// Cancelled at the call's end, ended by the server, or
+				// a server that answered about another task.
 				s.inflight.Add(-1)
 				untrack()
 				return toolkit.Result{}, err
@@ -202,6 +212,12 @@ func (s *server) send(ctx context.Context, sess *mcp.ClientSession, conn *conn, 
 		return toolkit.Result{}, s.callError(ctx, callCtx, conn, mcpName, elapsed, err)
 	}
 	s.log.Debug().Str("tool", mcpName).Dur("elapsed", elapsed).Bool("is_error", res.IsError).Msg("MCP call ended")
+	return s.toResult(res, mcpName, c)
+}
+
+// toResult is the call's result of what the server answered (a tool
+// result, or a task's tasks/result).
+func (s *server) toResult(res *mcp.CallToolResult, mcpName string, c *toolkit.Call) (toolkit.Result, error) {
 	if res.IsError {
 		// Redacted whole, then cut: no cut leaves part of a secret.
 		text, _ := joinResult(res, "")

@@ -159,6 +159,14 @@ func (s *server) ping(i int) {
 // in some modes, forever); it returns the process's exit status.
 func Serve(mode string) int {
 	s := &server{mode: mode, out: bufio.NewWriter(os.Stdout)}
+	if mode == ModeFileTasks {
+		l, err := lockTasks(os.Getenv(TaskFileEnv))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "file-tasks:", err)
+			return 1
+		}
+		defer l.Close()
+	}
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
 	for {
 		line, err := in.ReadBytes('\n')
@@ -170,6 +178,9 @@ func Serve(mode string) int {
 			continue
 		}
 		if s.mode == ModeTasks && s.taskMessage(msg) {
+			continue
+		}
+		if s.mode == ModeFileTasks && s.fileTaskMessage(msg) {
 			continue
 		}
 		switch msg.Method {
@@ -359,6 +370,8 @@ func (s *server) list(msg message) (code int, exit bool) {
 		s.reply(msg.ID, map[string]any{"tools": []any{echoTool(), quick, endless, either, tool("forger", "Answers with a task handle.", nil)}})
 	case ModeRefChain:
 		s.reply(msg.ID, map[string]any{"tools": []any{echoTool(), tool("nested", "Takes a deep record.", refChain())}})
+	case ModeFileTasks:
+		s.reply(msg.ID, map[string]any{"tools": []any{echoTool(), jobTool()}})
 	case ModeMalformedList:
 		s.reply(msg.ID, map[string]any{"tools": []any{"echo", 42}})
 	case ModeBigTools:
