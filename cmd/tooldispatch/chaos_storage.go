@@ -104,7 +104,7 @@ func (c *storageChaos) injected(j faults.Injected) {
 	op := j.Op.Kind.String()
 	var delay string
 	if j.Fault.Delay > 0 {
-		delay = j.Fault.Delay.String()
+		delay = j.Fault.Delay.Round(time.Millisecond).String()
 	}
 	ev := c.log.Warn().Str("op", op).Str("fault", j.Fault.Kind)
 	if delay != "" {

@@ -188,3 +188,39 @@ func TestStorageFaultLogHoldsNoCacheKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestChaosStorageExample: the example policy of storage faults, run on
+// the example turns as the README shows, injects faults, and each is
+// reported with what run printed or the status it exited with.
+func TestChaosStorageExample(t *testing.T) {
+	ws, data := exampleWorkspace(t), t.TempDir()
+	policy := filepath.Join("..", "..", "examples", "chaos-storage.toml")
+	turns := filepath.Join("..", "..", "examples", "turns.jsonl")
+	code, stdout, stderr := execute(t, nil, "run", "--workspace", ws, "--data", data, "--approve", "none", "--run", "demo",
+		"--session", "storage-demo", "--events=false", "--chaos", policy, turns)
+	if code != exitOK && code != exitFailure && code != exitNoSpace {
+		t.Fatalf("exit %d:\n%s", code, tail(stderr, 2000))
+	}
+	printed := map[string]string{}
+	for _, m := range parseRunOutput(t, stdout).results {
+		printed[m.ToolCallID] = m.Status
+	}
+	rows := storageReport(t, ws, data, "storage-demo")
+	if len(rows) == 0 {
+		t.Fatal("the example policy injects no storage fault on the example turns")
+	}
+	for _, r := range rows {
+		switch {
+		case strings.HasPrefix(r.Client, "printed: "):
+			for _, s := range strings.Fields(strings.TrimPrefix(r.Client, "printed: ")) {
+				id, st, _ := strings.Cut(s, "=")
+				if printed[id] != st {
+					t.Errorf("row %+v: run printed %s=%q", r, id, printed[id])
+				}
+			}
+		case code != exitOK && strings.HasPrefix(r.Client, fmt.Sprintf("exit %d: ", code)):
+		default:
+			t.Errorf("row %+v: run exited %d", r, code)
+		}
+	}
+}
