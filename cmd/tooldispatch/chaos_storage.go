@@ -32,6 +32,11 @@ const storageLogName = "chaos-storage.jsonl"
 // maxAnswerText bounds the answer a storage-fault record quotes.
 const maxAnswerText = 300
 
+// maxWaiting bounds the turns whose answer a process waits for (a turn
+// answered by another cluster member never is): past it they are
+// forgotten, and their faults are reported without an answer.
+const maxWaiting = 1 << 12
+
 // storageChaos injects the storage faults of the operator's chaos policy
 // at the store's seam (cachestore/faults, each operation decided by
 // chaos.Policy.DecideStorage) and marks each: a warning in the log, the
@@ -128,6 +133,9 @@ func (c *storageChaos) injected(j faults.Injected) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if rec.Session != "" && rec.Turn > 0 {
+		if len(c.turns) >= maxWaiting {
+			clear(c.turns)
+		}
 		c.turns[turnOf{rec.Session, rec.Turn}] = true
 	}
 	c.writeLocked(rec)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tooldispatch/tooldispatch/messages"
 	"github.com/tooldispatch/tooldispatch/toolkit/chaos"
 )
 
@@ -86,6 +87,9 @@ func storageTurns(sessions []string, turns int, prefix string) map[string][]stor
 	}
 	return out
 }
+
+// maxAnswer is how much of an answer chaos mode records.
+const maxAnswer = 300
 
 // answer is what the client of one turn was answered.
 type answer struct {
@@ -281,7 +285,7 @@ func checkServeAnswers(t *testing.T, rows []chaos.ReportedStorageFault, answers 
 	commitFault := map[string]string{}
 	for _, r := range rows {
 		k := fmt.Sprintf("%s/%d", r.Session, r.Turn)
-		i := slices.IndexFunc(byTurn[k], func(a answer) bool { return messagesClip(a.seen()) == r.Client })
+		i := slices.IndexFunc(byTurn[k], func(a answer) bool { return messages.ClipText(a.seen(), maxAnswer) == r.Client })
 		if i < 0 {
 			t.Errorf("%s fault of turn %s: the report says the client saw %q; the client saw %v", r.Fault, k, r.Client, byTurn[k])
 			continue
@@ -319,19 +323,6 @@ func checkServeAnswers(t *testing.T, rows []chaos.ReportedStorageFault, answers 
 			t.Errorf("turn %s was answered %d %s", id, a.code, a.err)
 		}
 	}
-}
-
-// messagesClip is how chaos mode clips an answer it records.
-func messagesClip(s string) string {
-	const n = 300
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // coverage fails the test unless rows hold every fault kind at both
