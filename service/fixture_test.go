@@ -57,6 +57,8 @@ type fixtureOpts struct {
 	logger zerolog.Logger
 	// space is Options.Space; the dispatcher's store is wrapped by it too.
 	space *space.Guard
+	// answered is Options.TurnAnswered.
+	answered func(session string, turn int64, code int, summary string)
 }
 
 // mountPrefix is the mount of every fixture that sets none; TestMountedInOwnMux
@@ -133,7 +135,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		Dispatcher: f.disp, Registry: f.reg, Store: f.store, Broker: f.broker, Metrics: f.metrics,
 		Token: o.token, AllowOrigins: o.allowOrigins, MaxBodyBytes: o.maxBody, Replies: o.replies,
 		Approve: cmp.Or(o.approve, actors.ApproveAll), Exclude: o.exclude, AutoLoadSchemas: o.autoLoad,
-		Cluster: o.cluster, Redirect: o.redirect, Logger: o.logger, Space: o.space,
+		Cluster: o.cluster, Redirect: o.redirect, Logger: o.logger, Space: o.space, TurnAnswered: o.answered,
 	}); err != nil {
 		f.close()
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/tooldispatch/tooldispatch/actors"
@@ -64,7 +65,29 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.opts.Dispatcher.DispatchPrepared(r.Context(), p)
 	code, body := s.turnOutcome(p.Turn(), res, err, shape)
+	s.answered(p.Turn(), res, code, body)
 	writeTurnOutcome(w, code, body)
+}
+
+// answered tells Options.TurnAnswered what the client of dt is answered.
+func (s *Server) answered(dt *messages.DispatchTurn, res *messages.TurnResult, code int, body any) {
+	if s.opts.TurnAnswered == nil {
+		return
+	}
+	var summary string
+	if f, ok := body.(turnFailure); ok {
+		summary = f.Error
+	} else {
+		var b strings.Builder
+		for i, m := range res.GetMessages() {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(m.GetToolCallId() + "=" + m.GetStatus())
+		}
+		summary = b.String()
+	}
+	s.opts.TurnAnswered(dt.GetSession(), res.GetTurn(), code, summary)
 }
 
 // drainRetryAfter is the Retry-After (seconds) of a 503 from a member that
@@ -135,6 +158,7 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, p *actors.Pr
 				}
 			}
 			code, body := s.turnOutcome(dt, out.res, out.err, shape)
+			s.answered(dt, out.res, code, body)
 			kind := eventResult
 			if code != http.StatusOK {
 				kind = eventError

@@ -49,6 +49,7 @@ type Metrics struct {
 	cache       *prometheus.CounterVec
 	abandoned   *prometheus.CounterVec
 	injected    *prometheus.CounterVec
+	injectedIO  *prometheus.CounterVec
 	httpReqs    *prometheus.CounterVec
 	httpDur     *prometheus.HistogramVec
 	redirects   prometheus.Counter
@@ -95,6 +96,9 @@ func NewMetrics(tools *toolkit.Registry) *Metrics {
 		injected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tooldispatch_injected_faults_total", Help: "Faults chaos mode injected, by tool and fault.",
 		}, []string{"tool", "fault"}),
+		injectedIO: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tooldispatch_injected_storage_faults_total", Help: "Storage faults chaos mode injected, by store operation and fault.",
+		}, []string{"op", "fault"}),
 		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tooldispatch_abandoned_calls_total", Help: "Calls abandoned because they ignored their context.",
 		}, []string{"tool"}),
@@ -129,7 +133,7 @@ func NewMetrics(tools *toolkit.Registry) *Metrics {
 		return float64(running)
 	})
 	m.reg.MustRegister(m.calls, m.slotWait, m.exec, m.commit, m.confirmWait, m.inFlight,
-		m.cache, m.abandoned, abandonedRunning, m.injected, m.httpReqs, m.httpDur, m.bodyBytes, m.overBudget, m.noSpace,
+		m.cache, m.abandoned, abandonedRunning, m.injected, m.injectedIO, m.httpReqs, m.httpDur, m.bodyBytes, m.overBudget, m.noSpace,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -204,6 +208,12 @@ func (m *Metrics) Cache(tool string, hit bool) {
 // Injected implements toolkit.Observer.
 func (m *Metrics) Injected(tool, fault string) {
 	m.injected.WithLabelValues(m.toolLabel(tool), fault).Inc()
+}
+
+// InjectedStorage counts a storage fault chaos mode injected into a store
+// operation (op is its name, as "commit"; fault its kind).
+func (m *Metrics) InjectedStorage(op, fault string) {
+	m.injectedIO.WithLabelValues(op, fault).Inc()
 }
 
 // Abandoned implements toolkit.Observer.

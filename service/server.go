@@ -99,6 +99,16 @@ type Options struct {
 	// degraded and why, and /metrics says so. Reads, event streams,
 	// answers and the approvals listing are never refused for it.
 	Space *space.Guard
+
+	// TurnAnswered, when set, is told what the client of each dispatched
+	// turn was answered, once it is decided: the session, the turn's
+	// number (0 when it got none), the status code (of the last event, for
+	// an event stream) and a summary: the statuses of the results
+	// ("c1=ok c2=error") or the error the client got. It never carries
+	// arguments or results. It is called on the request's goroutine and
+	// must not block (chaos mode records what the client of a turn with an
+	// injected storage fault saw).
+	TurnAnswered func(session string, turn int64, code int, summary string)
 }
 
 // Validate names the first bad field.

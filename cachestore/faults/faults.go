@@ -97,8 +97,10 @@ type Injected struct {
 }
 
 // Decide picks the fault of an operation for chaos mode: attempt counts
-// the earlier operations of the same kind, session, turn and key (0 for
-// the first), so that a turn tried again is decided anew.
+// the earlier operations of the same kind, session, run, turn and key (0
+// for the first), so that a turn tried again is decided anew. The counts
+// do not depend on operations of other sessions, so a decision drawn from
+// them does not depend on how sessions interleave.
 type Decide func(op *seam.Op, attempt int) (Fault, bool)
 
 // Injector is a seam.Hook that injects faults. Safe for concurrent use.
@@ -112,8 +114,10 @@ type Injector struct {
 	mu       sync.Mutex
 	rules    []*ruleState          // guarded by mu
 	decide   Decide                // guarded by mu
-	attempts map[attemptKey]int    // guarded by mu
-	injected []Injected            // guarded by mu
+	turns    map[string]*turnCount // guarded by mu: attempts of each session's running turn, by session
+	other    map[attemptKey]int    // guarded by mu: attempts of operations about no turn
+	injected []Injected            // guarded by mu: the last maxInjected
+	counts   map[string]int        // guarded by mu: injected faults by kind
 	release  chan struct{}         // guarded by mu: closed by Release
 	pending  map[*seam.Op]*pending // guarded by mu: faults drawn in Before, applied in After
 }
@@ -126,19 +130,32 @@ type ruleState struct {
 type attemptKey struct {
 	kind    seam.Kind
 	session string
+	run     string
 	turn    int64
 	key     string
 }
 
+// turnCount counts the operations of one session's running turn: a
+// session runs one turn at a time, and once a turn is committed no
+// operation of it or of an earlier turn comes again, so the counts are
+// dropped then.
+type turnCount struct {
+	byKey map[attemptKey]int
+}
+
 type pending struct{ f Fault }
 
-// maxAttempts bounds the attempt counters kept for Decide; past it they
+// maxAttempts bounds the attempt counts kept for Decide, of operations
+// about no turn and of sessions whose turn is not committed; past it they
 // start again from zero.
 const maxAttempts = 1 << 16
 
+// maxInjected bounds the records Injected returns (the latest).
+const maxInjected = 1 << 16
+
 // New returns an injector with rules.
 func New(rules ...Rule) *Injector {
-	in := &Injector{release: make(chan struct{}), pending: map[*seam.Op]*pending{}}
+	in := &Injector{release: make(chan struct{}), pending: map[*seam.Op]*pending{}, counts: map[string]int{}}
 	in.Set(rules...)
 	return in
 }
@@ -160,7 +177,7 @@ func (in *Injector) Set(rules ...Rule) {
 func (in *Injector) SetDecide(d Decide) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.decide, in.attempts = d, map[attemptKey]int{}
+	in.decide, in.turns, in.other = d, map[string]*turnCount{}, map[attemptKey]int{}
 }
 
 // Clear drops every rule and releases the stalled operations: the store
@@ -193,7 +210,7 @@ func (in *Injector) Rearm() {
 	}
 }
 
-// Injected returns the faults injected so far.
+// Injected returns the faults injected so far (the latest 65 536).
 func (in *Injector) Injected() []Injected {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -204,13 +221,7 @@ func (in *Injector) Injected() []Injected {
 func (in *Injector) Count(kind string) int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	n := 0
-	for _, j := range in.injected {
-		if j.Fault.Kind == kind {
-			n++
-		}
-	}
-	return n
+	return in.counts[kind]
 }
 
 // draw picks the fault of op, if any, and records it.
@@ -225,7 +236,11 @@ func (in *Injector) draw(op *seam.Op) (Fault, chan struct{}, bool) {
 			now = in.Now
 		}
 		rec = Injected{Op: *op, Fault: f, Time: now()}
+		if len(in.injected) == maxInjected {
+			in.injected = slices.Delete(in.injected, 0, maxInjected/2)
+		}
 		in.injected = append(in.injected, rec)
+		in.counts[f.Kind]++
 	}
 	in.mu.Unlock()
 	if ok && in.OnInject != nil {
@@ -253,14 +268,43 @@ func (in *Injector) drawLocked(op *seam.Op) (Fault, bool) {
 	if in.decide == nil {
 		return Fault{}, false
 	}
-	k := attemptKey{op.Kind, op.Session, op.Turn, op.Key}
-	if len(in.attempts) >= maxAttempts {
-		clear(in.attempts)
-	}
-	n := in.attempts[k]
-	in.attempts[k] = n + 1
+	n := in.attemptLocked(op)
 	f, ok := in.decide(op, n)
 	return f, ok && applies(f.Kind, op.Kind)
+}
+
+// attemptLocked counts op among the operations with the same facts and
+// returns how many came before it.
+func (in *Injector) attemptLocked(op *seam.Op) int {
+	k := attemptKey{op.Kind, op.Session, op.Run, op.Turn, op.Key}
+	counts := in.other
+	if op.Session != "" && op.Turn > 0 {
+		tc := in.turns[op.Session]
+		if tc == nil {
+			if len(in.turns) >= maxAttempts {
+				clear(in.turns)
+			}
+			tc = &turnCount{byKey: map[attemptKey]int{}}
+			in.turns[op.Session] = tc
+		}
+		counts = tc.byKey
+	} else if len(in.other) >= maxAttempts {
+		clear(in.other)
+	}
+	n := counts[k]
+	counts[k] = n + 1
+	return n
+}
+
+// committed drops the attempt counts of a session whose turn was
+// committed: its operations do not come again.
+func (in *Injector) committed(op *seam.Op, err error) {
+	if op.Kind != seam.CommitTurn || err != nil {
+		return
+	}
+	in.mu.Lock()
+	delete(in.turns, op.Session)
+	in.mu.Unlock()
 }
 
 func (r *ruleState) matches(k seam.Kind) bool {
@@ -314,6 +358,7 @@ func (in *Injector) Before(ctx context.Context, op *seam.Op) error {
 
 // After implements seam.Hook.
 func (in *Injector) After(ctx context.Context, op *seam.Op, err error) error {
+	in.committed(op, err)
 	in.mu.Lock()
 	p := in.pending[op]
 	delete(in.pending, op)

@@ -3,6 +3,8 @@ package faults_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/cachestore/faults"
 	"github.com/tooldispatch/tooldispatch/cachestore/seam"
+	"github.com/tooldispatch/tooldispatch/messages"
 )
 
 func put(s cachestore.Store, key string) error {
@@ -178,5 +181,47 @@ func TestDecide(t *testing.T) {
 	}
 	if len(recorded) != 1 || recorded[0].Op.Kind != seam.EndRun || recorded[0].Fault.Kind != faults.WriteError {
 		t.Errorf("OnInject got %+v", recorded)
+	}
+}
+
+// TestDecideAttemptsOutlastOtherSessions: the attempt a decision sees is
+// the count of the same operation before it, however many operations of
+// other sessions came between: a turn's commit tried again after a
+// failure is its attempt 1 even after 70 000 other sessions' turns
+// committed (their counts are dropped once they commit, so the counts
+// kept stay few).
+func TestDecideAttemptsOutlastOtherSessions(t *testing.T) {
+	m := cachestore.NewMemory()
+	in := faults.New()
+	var seen []int
+	in.SetDecide(func(op *seam.Op, attempt int) (faults.Fault, bool) {
+		if op.Session != "s" {
+			return faults.Fault{}, false
+		}
+		seen = append(seen, attempt)
+		return faults.Fault{Kind: faults.WriteError}, attempt == 0
+	})
+	s := in.Wrap(m)
+	ctx := context.Background()
+	commit := func(session string) error {
+		rec := &messages.TurnRecord{Turn: 1, Run: "r", Assistant: &messages.AssistantMessage{Role: "assistant"}}
+		return s.CommitTurn(ctx, &cachestore.TurnCommit{Session: session, Record: rec})
+	}
+	if err := commit("s"); !errors.Is(err, faults.ErrInjected) {
+		t.Fatalf("the first commit of s: %v, want the injected fault", err)
+	}
+	for i := range 70000 {
+		if err := commit(fmt.Sprintf("o%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := commit("s"); err != nil {
+		t.Fatalf("the commit of s tried again: %v", err)
+	}
+	if !slices.Equal(seen, []int{0, 1}) {
+		t.Errorf("the commits of s were decided as attempts %v, want [0 1]", seen)
+	}
+	if n := faults.TrackedAttempts(in); n > 16 {
+		t.Errorf("%d attempt counts kept after every session but s committed", n)
 	}
 }

@@ -2,6 +2,8 @@ package seam
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -92,8 +94,12 @@ type Op struct {
 	Session string
 	Run     string
 	Turn    int64
-	// Key is the cache key, "namespace/key" of a KV record, or
-	// "workspace/path" of a file version.
+	// Key tells apart operations about one session and turn, or names
+	// what an operation about none is about: the ids of the calls an
+	// intent records as started (comma-separated, in call order), the
+	// call id of an amendment or an approval, the cache key,
+	// "namespace/key" of a KV record, or "workspace/path" of a file
+	// version.
 	Key string
 	// Bytes estimates what a write adds to the store: the size of the
 	// records it carries (0 for reads and deletions). A write that
@@ -185,8 +191,26 @@ func (s *Store) EndRun(ctx context.Context, session, run string) error {
 
 // WriteIntent implements cachestore.SessionStore.
 func (s *Store) WriteIntent(ctx context.Context, in *cachestore.Intent) error {
-	op := &Op{Kind: WriteIntent, Session: in.Session, Run: in.Run, Turn: in.Turn, Bytes: IntentBytes(in)}
+	op := &Op{Kind: WriteIntent, Session: in.Session, Run: in.Run, Turn: in.Turn, Key: startedIDs(in), Bytes: IntentBytes(in)}
 	return s.do(ctx, op, func() error { return s.inner.WriteIntent(ctx, in) })
+}
+
+// startedIDs are the ids of the calls in records as started, in call
+// order, comma-separated.
+func startedIDs(in *cachestore.Intent) string {
+	idx := slices.Clone(in.Started)
+	slices.Sort(idx)
+	var b strings.Builder
+	for _, i := range slices.Compact(idx) {
+		if i < 0 || i >= len(in.IDs) {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(in.IDs[i])
+	}
+	return b.String()
 }
 
 // CommitTurn implements cachestore.SessionStore.

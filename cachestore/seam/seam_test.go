@@ -118,3 +118,34 @@ func TestKinds(t *testing.T) {
 		t.Error("ParseKind took an unknown name")
 	}
 }
+
+// TestIntentNamesItsCalls: an intent's operation carries the ids of the
+// calls it records as started, so that the intents of one turn are told
+// apart by what they are about rather than by their order.
+func TestIntentNamesItsCalls(t *testing.T) {
+	rec := &recorder{}
+	s := seam.Wrap(cachestore.NewMemory(), rec)
+	ctx := context.Background()
+	if _, err := s.LoadSession(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	in := &cachestore.Intent{Session: "s", Turn: 1, Run: "r", Assistant: &messages.AssistantMessage{Role: "assistant"},
+		Names: []string{"a", "b", "c"}, IDs: []string{"c1", "c2", "c3"}, Started: []int{0}}
+	for _, started := range [][]int{{0}, {0, 2}} {
+		in.Started = started
+		if err := s.WriteIntent(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var keys []string
+	for _, op := range rec.ops {
+		if op.Kind == seam.WriteIntent {
+			keys = append(keys, op.Key)
+		}
+	}
+	if want := []string{"c1", "c1,c3"}; !slices.Equal(keys, want) {
+		t.Errorf("the intents' keys are %q, want %q", keys, want)
+	}
+}

@@ -21,7 +21,10 @@ const chaosUsage = `Usage:
       faults whatever the scheduling
   tooldispatch chaos report [--session ID] [--run ID] [--json]
       list each injected fault of a persisted session and what the agent did on
-      its next turn: retried, retried_other_args, switched_tool or gave_up
+      its next turn: retried, retried_other_args, switched_tool or gave_up; then
+      each injected storage fault (the policy's [[storage]] rules, decided at
+      each store operation, so never in a plan) with its operation, session,
+      turn and what the client of the turn was answered
 `
 
 // cmdChaos implements "tooldispatch chaos plan|report".
@@ -116,15 +119,31 @@ func (e *env) chaosReport(args []string) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return failf(exitFailure, "%v", err)
 	}
+	records, err := readStorageLog(o.data)
+	if err != nil {
+		return failf(exitFailure, "reading the storage-fault log: %v", err)
+	}
 	rows := chaos.Report(turns, o.runGiven, o.run)
+	storage := chaos.StorageReport(records, o.session, o.runGiven, o.run)
 	if o.json {
 		for _, r := range rows {
 			if err := writeJSONLine(e.stdout, r); err != nil {
 				return writeOut(err)
 			}
 		}
+		for _, r := range storage {
+			if err := writeJSONLine(e.stdout, r); err != nil {
+				return writeOut(err)
+			}
+		}
 		return nil
 	}
+	return e.printChaosReport(rows, storage)
+}
+
+// printChaosReport prints the tool faults' table and, when there are any,
+// the storage faults'.
+func (e *env) printChaosReport(rows []chaos.ReportedFault, storage []chaos.ReportedStorageFault) error {
 	w := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TURN\tCALL\tTOOL\tFAULT\tSTATUS\tNEXT TURN\tTHE AGENT")
 	for _, r := range rows {
@@ -140,7 +159,42 @@ func (e *env) chaosReport(args []string) error {
 	}
 	fmt.Fprintf(w, "\n%d injected faults: %d retried, %d retried with other arguments, %d switched tool, %d gave up\n",
 		len(rows), counts[chaos.NextRetried], counts[chaos.NextRetriedOtherArgs], counts[chaos.NextSwitchedTool], counts[chaos.NextGaveUp])
+	if len(storage) > 0 {
+		fmt.Fprintln(w, "\nSTORAGE OP\tSESSION\tTURN\tKEY\tFAULT\tTHE CLIENT SAW")
+		byKind := map[string]int{}
+		for _, r := range storage {
+			byKind[r.Fault]++
+			fault := r.Fault
+			if r.Delay != "" {
+				fault += " " + r.Delay
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Op, orDash(r.Session), orDash(turnText(r.Turn)), orDash(r.Key), fault, orDash(r.Client))
+		}
+		fmt.Fprintf(w, "\n%d injected storage faults:", len(storage))
+		for i, k := range chaos.StorageKinds {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(w, "%s %d %s", sep, byKind[k], k)
+		}
+		fmt.Fprintln(w)
+	}
 	return writeOut(w.Flush())
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func turnText(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprint(n)
 }
 
 func detailSuffix(s string) string {

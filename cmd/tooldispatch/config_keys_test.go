@@ -143,6 +143,13 @@ var configKeyRows = []configKeyRow{
 	{key: "chaos.rules.faults.min", wiredTo: "actors.Config.Chaos (toolkit/chaos)"},
 	{key: "chaos.rules.faults.max", wiredTo: "actors.Config.Chaos (toolkit/chaos)"},
 	{key: "chaos.rules.faults.fraction", wiredTo: "actors.Config.Chaos (toolkit/chaos)"},
+	// [[chaos.storage]]: storageChaos (openStores) injects them at the store's seam.
+	{key: "chaos.storage.ops", effect: TestRunChaosStorageFaults},
+	{key: "chaos.storage.faults.kind", effect: TestRunChaosStorageFaults},
+	{key: "chaos.storage.faults.probability", effect: TestRunChaosStorageFaults},
+	{key: "chaos.storage.faults.delay", effect: TestRunChaosStorageFaults},
+	{key: "chaos.storage.faults.min", effect: TestRunChaosStorageFaults},
+	{key: "chaos.storage.faults.max", effect: TestRunChaosStorageFaults},
 
 	// [telemetry]: startTelemetry (openStack) gives actors.Config.Tracer.
 	{key: "telemetry.traces", effect: TestRunTracesToOTLP},

@@ -310,6 +310,14 @@ func (r *runner) dispatch(ctx context.Context, t *inputTurn) error {
 	if res != nil {
 		r.out.TurnReply(res.GetTurn(), t.Message, res.GetMessages(), r.shape(t.Format))
 	}
+	err = r.outcome(t, err)
+	r.stack.chaos.answered(p.Turn().GetSession(), res.GetTurn(), runAnswer(res, err))
+	return err
+}
+
+// outcome is what run does after a dispatched turn: go on (nil), or stop
+// with the exit status its error says.
+func (r *runner) outcome(t *inputTurn, err error) error {
 	switch {
 	case errors.Is(err, actors.ErrBadRequest), errors.Is(err, actors.ErrTurnIDConflict):
 		return &exitError{code: exitInput, err: &inputError{Turn: t.Index, Offset: t.Offset, Err: err}}

@@ -136,13 +136,19 @@ func newService(o *options, st *stack, broker *service.Broker, route routing, lo
 		// store's.
 		admit = nil
 	}
-	srv, err := service.New(service.Options{
+	opts := service.Options{
 		Dispatcher: st.disp, Registry: st.reg, Store: st.store, Broker: broker, Metrics: st.metrics,
 		Token: o.token, AllowOrigins: splitList(o.allowOrigins), Logger: log, Replies: dispatcherReplies{st.disp},
 		MaxInFlightBytes: st.cfg.Service.MaxInFlightBytes,
 		Approve:          o.approve, Exclude: st.cfg.Dispatcher.Exclude, AutoLoadSchemas: st.cfg.Dispatcher.AutoLoadSchemas,
 		Cluster: placement, Redirect: route.redirect && placement != nil, Space: admit,
-	})
+	}
+	if st.chaos != nil {
+		opts.TurnAnswered = func(session string, turn int64, code int, summary string) {
+			st.chaos.answered(session, turn, fmt.Sprintf("HTTP %d: %s", code, summary))
+		}
+	}
+	srv, err := service.New(opts)
 	if err != nil {
 		return nil, failf(exitFailure, "starting the service: %v", err)
 	}

@@ -140,7 +140,8 @@ type stack struct {
 	ws      *builtin.Workspace
 	store   cachestore.Store // held, behind the free-space guard
 	held    *heldStore
-	space   *space.Guard // nil when --min-free is 0
+	space   *space.Guard  // nil when --min-free is 0
+	chaos   *storageChaos // nil without storage faults in the chaos policy
 	stages  shutdownStages
 	reg     *toolkit.Registry
 	tools   *toolset
@@ -178,7 +179,7 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (_ 
 			return nil, failf(exitUsage, "--chaos: %v", err)
 		}
 	}
-	bc, co, err := s.openStores(o, cfg, log)
+	bc, co, err := s.openStores(o, cfg, policy, log)
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +187,7 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (_ 
 	if err != nil {
 		return nil, err
 	}
+	s.chaos.setMetrics(s.metrics)
 	if err := s.recoverTasks(log); err != nil {
 		return nil, err
 	}
@@ -219,8 +221,9 @@ func openStack(o *options, log zerolog.Logger, events func(*messages.Event)) (_ 
 // one before the tools (their secrets and error memory live there, so
 // that every member sees them: clusterTools); it returns the tools'
 // configuration and the cluster's options. s.store is what the
-// dispatcher writes through.
-func (s *stack) openStores(o *options, cfg *fileConfig, log zerolog.Logger) (*belt.Config, tdcluster.Options, error) {
+// dispatcher writes through: behind the chaos policy's storage faults,
+// when it has any, as is the store the tools write.
+func (s *stack) openStores(o *options, cfg *fileConfig, policy *chaos.Policy, log zerolog.Logger) (*belt.Config, tdcluster.Options, error) {
 	var co tdcluster.Options
 	held, err := openStore(o.data, true, o.fsync, log)
 	if err != nil {
@@ -235,11 +238,16 @@ func (s *stack) openStores(o *options, cfg *fileConfig, log zerolog.Logger) (*be
 	if s.space != nil {
 		s.store = s.space.Wrap(held)
 	}
+	if s.chaos, err = newStorageChaos(policy, o.data, log); err != nil {
+		return nil, co, failf(exitFailure, "%v", err)
+	}
 	store := s.store
-	bc := beltConfig(s.ws, store, o.data, o, cfg, nil, log)
 	if o.clusterName == "" {
+		s.store = s.chaos.wrap(store)
+		bc := beltConfig(s.ws, s.store, o.data, o, cfg, nil, log)
 		return &bc, co, nil
 	}
+	bc := beltConfig(s.ws, store, o.data, o, cfg, nil, log)
 	if _, err := postgresURL(o); err != nil {
 		return nil, co, failf(exitUsage, "%v", err)
 	}
@@ -257,6 +265,10 @@ func (s *stack) openStores(o *options, cfg *fileConfig, log zerolog.Logger) (*be
 	if err := clusterTools(&bc, shared, store, cfg, log); err != nil {
 		return nil, co, failf(exitFailure, "%v", err)
 	}
+	// The member writes its turns and the tools' records to the shared
+	// store: the faults are injected there.
+	s.store = s.chaos.wrap(shared)
+	bc.Store = s.store
 	return &bc, co, nil
 }
 
@@ -425,6 +437,9 @@ func (s *stack) close(log zerolog.Logger) error {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("closing the store: %w", err))
 		}
+	}
+	if err := s.chaos.close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing chaos mode's storage-fault log: %w", err))
 	}
 	if s.ws != nil {
 		if err := s.ws.Close(); err != nil {

@@ -103,10 +103,16 @@ type diskState struct {
 
 func readDisk(t *testing.T, ws, data string) diskState {
 	t.Helper()
+	return readSession(t, ws, data, killSession)
+}
+
+// readSession is what `tooldispatch session` reads of session from --data.
+func readSession(t *testing.T, ws, data, session string) diskState {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	left := listDir(data) // before the open, which may change what the kill left
-	cmd := exec.CommandContext(ctx, binary, "session", "--workspace", ws, "--data", data, "--session", killSession)
+	cmd := exec.CommandContext(ctx, binary, "session", "--workspace", ws, "--data", data, "--session", session)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -299,9 +305,10 @@ type server struct {
 	exited chan error
 }
 
-func startServer(t *testing.T, ws, data string) *server {
+func startServer(t *testing.T, ws, data string, extra ...string) *server {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--approve", "all", "--shell", "--addr", "127.0.0.1:0", "--workspace", ws, "--data", data, "--log-level", "error")
+	cmd := exec.Command(binary, append([]string{"serve", "--approve", "all", "--shell", "--addr", "127.0.0.1:0", "--workspace", ws,
+		"--data", data, "--log-level", "error"}, extra...)...)
 	pr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -339,6 +346,17 @@ func startServer(t *testing.T, ws, data string) *server {
 func (s *server) kill() {
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
 	<-s.exited
+}
+
+// stop ends the server with SIGTERM (a clean shutdown, exit 143) and
+// fails the test if it ends otherwise.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	<-s.exited
+	if code := s.cmd.ProcessState.ExitCode(); code != 143 {
+		t.Errorf("serve stopped with exit %d, want 143; stderr:\n%s", code, s.stderr.String())
+	}
 }
 
 // post sends one turn; it returns the statuses by call id.

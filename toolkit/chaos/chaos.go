@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
@@ -57,6 +58,9 @@ type Rule struct {
 type Policy struct {
 	Seed  uint64 `toml:"seed" json:"seed"`
 	Rules []Rule `toml:"rules" json:"rules"`
+	// Storage rules inject faults into store operations (storage.go). They
+	// are the operator's: Parse, which reads a turn's policy, refuses them.
+	Storage []StorageRule `toml:"storage" json:"storage,omitempty"`
 }
 
 // Duration is a time.Duration written as "250ms" in TOML and JSON.
@@ -72,7 +76,8 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText writes a Go duration.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
-// Load reads a policy file (TOML, or JSON when it ends in .json).
+// Load reads the operator's policy file (TOML, or JSON when it ends in
+// .json). A key that is no field of the policy is refused, naming it.
 func Load(file string) (*Policy, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -80,9 +85,12 @@ func Load(file string) (*Policy, error) {
 	}
 	p := &Policy{}
 	if strings.HasSuffix(file, ".json") {
-		err = json.Unmarshal(b, p)
+		err = decodeJSON(b, p)
 	} else {
-		_, err = toml.Decode(string(b), p)
+		var md toml.MetaData
+		if md, err = toml.Decode(string(b), p); err == nil {
+			err = undecoded(md)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("chaos policy %s: %w", file, err)
@@ -93,19 +101,50 @@ func Load(file string) (*Policy, error) {
 	return p, nil
 }
 
-// Parse reads a policy from JSON text (the run envelope and the service API).
+// Parse reads a turn's policy from JSON text (the run envelope and the
+// service API). A key that is no field of the policy is refused, and so
+// are storage rules: a turn may bring tool faults, never storage faults.
 func Parse(text string) (*Policy, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, nil
 	}
 	p := &Policy{}
-	if err := json.Unmarshal([]byte(text), p); err != nil {
+	if err := decodeJSON([]byte(text), p); err != nil {
 		return nil, fmt.Errorf("chaos policy: %w", err)
+	}
+	if len(p.Storage) > 0 {
+		return nil, errors.New("chaos policy: storage faults are set by the operator only (--chaos FILE or [chaos] in the configuration); a turn's policy may hold tool rules only")
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("chaos policy: %w", err)
 	}
 	return p, nil
+}
+
+// decodeJSON decodes one JSON value into p, refusing unknown keys.
+func decodeJSON(b []byte, p *Policy) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(p); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value")
+	}
+	return nil
+}
+
+// undecoded names the keys of a TOML document that are no field.
+func undecoded(md toml.MetaData) error {
+	und := md.Undecoded()
+	if len(und) == 0 {
+		return nil
+	}
+	keys := make([]string, len(und))
+	for i, k := range und {
+		keys[i] = k.String()
+	}
+	return fmt.Errorf("unknown keys: %s", strings.Join(keys, ", "))
 }
 
 // Validate names the first bad field.
@@ -148,7 +187,7 @@ func (p *Policy) Validate() error {
 			return fmt.Errorf("rules[%d]: probabilities add up to %.3f, more than 1", i, sum)
 		}
 	}
-	return nil
+	return p.validateStorage()
 }
 
 // Decision is the fault drawn for one call, or none.

@@ -121,3 +121,37 @@ faults = [
 		t.Fatalf("loaded %+v", p)
 	}
 }
+
+// TestUnknownKeysAreRefused: a key of a policy file or of a turn's policy
+// that would do nothing is refused, naming it (SPEC §16: every key has its
+// effect or is refused).
+func TestUnknownKeysAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ file, src, want string }{
+		{"typo.toml", "seed = 1\n[[rule]]\ntools = [\"*\"]\n", "rule"},
+		{"fault.toml", "seed = 1\n[[rules]]\ntools = [\"*\"]\nfaults = [{kind = \"error\", probability = 0.1, chance = 0.5}]\n", "chance"},
+		{"typo.json", `{"seed":1,"rulez":[]}`, "rulez"},
+	} {
+		f := filepath.Join(dir, c.file)
+		if err := os.WriteFile(f, []byte(c.src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(f); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Load(%s) = %v, want an error naming %q", c.file, err, c.want)
+		}
+	}
+	if _, err := Parse(`{"seed":1,"rulez":[]}`); err == nil || !strings.Contains(err.Error(), "rulez") {
+		t.Errorf("Parse of a turn's policy with an unknown key = %v, want an error naming it", err)
+	}
+}
+
+// TestTurnPolicyCannotInjectStorageFaults: storage faults are the
+// operator's (a policy file or [chaos]); a turn's policy that asks for
+// them is refused, saying so, rather than taken with the storage part
+// ignored.
+func TestTurnPolicyCannotInjectStorageFaults(t *testing.T) {
+	_, err := Parse(`{"seed":1,"storage":[{"ops":["commit"],"faults":[{"kind":"disk_full","probability":1}]}]}`)
+	if err == nil || !strings.Contains(err.Error(), "operator") {
+		t.Fatalf("Parse of a turn's policy with storage faults = %v, want a refusal saying they are the operator's", err)
+	}
+}
