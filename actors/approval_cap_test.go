@@ -69,7 +69,7 @@ func TestDeferredApprovalsCappedPerService(t *testing.T) {
 	if got := statusesOf(msgs); got != "b0:awaiting_approval b1:awaiting_approval b2:skipped b3:skipped r:ok" {
 		t.Errorf("session b past the cap of 5 with 3 waiting: %s", got)
 	}
-	if c := msgs[2].Content; !strings.Contains(c, "3 calls are already waiting for approval in this service") {
+	if c := msgs[2].Content; !strings.Contains(c, "this service keeps at most 5 calls waiting for approval") {
 		t.Errorf("b2 was skipped with %q, want the service's cap as the reason", c)
 	}
 	all, err := s.Approvals(ctx, "")

@@ -406,8 +406,8 @@ func (a *commitActor) commitUnderCap(ctx context.Context, c *cachestore.TurnComm
 			return err
 		}
 		keep := min(int(capErr.Room()), len(c.Approvals)-1)
-		reason := fmt.Sprintf("%d calls are already waiting for approval in this service (all sessions together), "+
-			"the most it keeps; this call was not kept waiting: ask for it again once some are answered", capErr.Waiting)
+		reason := fmt.Sprintf("this service keeps at most %d calls waiting for approval, all sessions together, "+
+			"and this one would be past it: it was not kept waiting; ask for it again once some are answered", capErr.Cap)
 		for _, ap := range c.Approvals[keep:] {
 			skipAwaiting(c.Record, ap.CallID, reason)
 		}
