@@ -277,12 +277,12 @@ func HeapPeak(fn func()) (peak, after int64) {
 
 // Workload names of the approvals listing.
 const (
-	wPendPage      = "pending: a page of 50, 100 000 approvals over 2 000 sessions"
+	wPendPage      = "pending: a page of 50, 100 000 approvals over 2 000 sessions (quick: 10 000, 200)"
 	wPendPageBytes = "pending: bytes of that page"
 	wPendHeap      = "pending: heap left after reading every page"
-	wPendBigPage   = "pending: a page of 50, 40 turns of 4 096 calls, 64 deferred each"
-	wPendBigBytes  = "pending: bytes of that page (40 big turns)"
-	wPendBigPeak   = "pending: 8 concurrent walks of the 2 560 (40 big turns), peak heap growth"
+	wPendBigPage   = "pending: a page of 50, 40 turns of 4 096 calls, 64 deferred each (quick: 4 turns)"
+	wPendBigBytes  = "pending: bytes of that page (big turns)"
+	wPendBigPeak   = "pending: 8 clients reading every page of the big turns at once, peak heap growth"
 )
 
 // pending measures the approvals listing: pages read anywhere in 100 000
