@@ -336,7 +336,8 @@ func (a *commitActor) commitTurn(m *commitTurn) error {
 		a.reset()
 		return err
 	}
-	if err := a.store.CommitTurn(ctx, c); err != nil {
+	c.MaxWaiting = a.cfg.MaxWaitingApprovals
+	if err := a.commitUnderCap(ctx, c); err != nil {
 		a.reset()
 		return err
 	}
@@ -390,15 +391,43 @@ func (a *commitActor) heldApprovals(ctx context.Context, c *cachestore.TurnCommi
 			kept = append(kept, ap)
 			continue
 		}
-		for _, tm := range c.Record.GetToolMessages() {
-			if tm.GetToolCallId() == ap.CallID && tm.GetStatus() == string(toolkit.StatusAwaitingApproval) {
-				tm.Status = string(toolkit.StatusSkipped)
-				tm.Content = skippedText(reason)
-			}
-		}
+		skipAwaiting(c.Record, ap.CallID, reason)
 	}
 	c.Approvals = kept
 	return nil
+}
+
+// commitUnderCap commits c; when the store refuses it for the service's
+// cap of waiting approvals (nothing of it written), the calls past the
+// room left are committed skipped instead, saying why, and the turn is
+// committed again (the room may have shrunk meanwhile: each try keeps
+// fewer approvals, so it ends).
+func (a *commitActor) commitUnderCap(ctx context.Context, c *cachestore.TurnCommit) error {
+	for {
+		err := a.store.CommitTurn(ctx, c)
+		var capErr *cachestore.WaitingCapError
+		if !errors.As(err, &capErr) || len(c.Approvals) == 0 {
+			return err
+		}
+		keep := min(int(capErr.Room()), len(c.Approvals)-1)
+		reason := fmt.Sprintf("this service keeps at most %d calls waiting for approval, all sessions together, "+
+			"and this one would be past it: it was not kept waiting; ask for it again once some are answered", capErr.Cap)
+		for _, ap := range c.Approvals[keep:] {
+			skipAwaiting(c.Record, ap.CallID, reason)
+		}
+		c.Approvals = c.Approvals[:keep]
+	}
+}
+
+// skipAwaiting commits the call of callID awaiting approval in rec
+// skipped, saying why.
+func skipAwaiting(rec *messages.TurnRecord, callID, reason string) {
+	for _, tm := range rec.GetToolMessages() {
+		if tm.GetToolCallId() == callID && tm.GetStatus() == string(toolkit.StatusAwaitingApproval) {
+			tm.Status = string(toolkit.StatusSkipped)
+			tm.Content = skippedText(reason)
+		}
+	}
 }
 
 // clientResult amends a client_pending call with the caller's result and

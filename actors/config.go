@@ -212,6 +212,13 @@ type Config struct {
 	// the Approver (which answers only calls whose turn waits).
 	Confirm string
 
+	// MaxWaitingApprovals caps the deferred approvals the store keeps
+	// waiting, every session's together (beside the 64 one session may
+	// keep): a call that would wait past it is committed skipped, saying
+	// why, with the rest of its turn, and nothing of it is kept waiting.
+	// Default cachestore.DefaultMaxWaiting (100 000).
+	MaxWaitingApprovals int64
+
 	// Chaos is the chaos-mode policy of runs whose turns bring none; nil
 	// (the default) injects nothing.
 	Chaos *chaos.Policy
@@ -245,6 +252,8 @@ func (c *Config) Validate() error {
 		return errors.New("actors: Config.Confirm must be block or defer")
 	case c.ConfirmTimeout < 0, c.SessionIdle < 0, c.CancelGrace < 0, c.WatchdogGrace < 0:
 		return errors.New("actors: Config durations must not be negative")
+	case c.MaxWaitingApprovals < 0:
+		return errors.New("actors: Config.MaxWaitingApprovals must not be negative")
 	case c.MaxTurnBytes < 0 || c.MaxTurnBytes > maxMaxTurnBytes:
 		return fmt.Errorf("actors: Config.MaxTurnBytes must be between 0 (the default, %d) and %d, got %d", DefaultMaxTurnBytes, maxMaxTurnBytes, c.MaxTurnBytes)
 	}
@@ -281,6 +290,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxTurnBytes == 0 {
 		c.MaxTurnBytes = DefaultMaxTurnBytes
+	}
+	if c.MaxWaitingApprovals == 0 {
+		c.MaxWaitingApprovals = cachestore.DefaultMaxWaiting
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now

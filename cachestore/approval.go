@@ -99,11 +99,17 @@ func CloneApproval(a *Approval) *Approval {
 
 // ApprovalStore keeps deferred approvals. The approvals of a turn are
 // written by CommitTurn with the turn (TurnCommit.Approvals), so a call
-// committed awaiting_approval always has its record.
+// committed awaiting_approval always has its record, and its entry of the
+// index of what waits (WaitingIndex) beside it: claiming an approval marks
+// its entry claimed and settling it deletes the entry, in the same
+// transaction.
 type ApprovalStore interface {
 	// Approvals lists the waiting approvals of a session, or of every
-	// session when session is empty, by session and call id.
+	// session when session is empty, by session and call id. It reads
+	// whole records (canonical arguments, bound state): listings for a
+	// person read the index (ListWaiting).
 	Approvals(ctx context.Context, session string) ([]*Approval, error)
+	WaitingIndex
 	// ClaimApproval marks the approval of callID claimed, for an approving
 	// answer about to run the call, and returns it: ErrNotFound when the
 	// session has no such approval (never asked, or settled),
@@ -131,7 +137,10 @@ func ClaimedOutcome(a *Approval) *messages.ToolMessage {
 // intents (nobody else writes the session when its writer loads it, so a
 // claimed approval is one whose runner is gone), and RecoverAll for every
 // session (session empty).
-func SettleClaimed(ctx context.Context, s ApprovalStore, session string) (int, error) {
+func SettleClaimed(ctx context.Context, s interface {
+	Approvals(ctx context.Context, session string) ([]*Approval, error)
+	SettleApproval(ctx context.Context, session, callID string, m *messages.ToolMessage) (*messages.TurnRecord, error)
+}, session string) (int, error) {
 	as, err := s.Approvals(ctx, session)
 	if err != nil {
 		return 0, err

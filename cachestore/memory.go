@@ -30,6 +30,7 @@ type Memory struct {
 	files    map[memFileKey][]memFileVersion // guarded by mu
 	kv       map[string][]byte               // by namespace NUL key; guarded by mu
 	approval map[memApprovalKey]*Approval    // guarded by mu
+	waiting  memWaiting                      // the index of what waits; guarded by mu
 	events   map[string]uint64               // event counter by session; guarded by mu
 	tasks    TaskLookup                      // guarded by mu
 }
@@ -72,6 +73,7 @@ func NewMemory() *Memory {
 		cache:    make(map[string]memCacheEntry),
 		files:    make(map[memFileKey][]memFileVersion),
 		approval: make(map[memApprovalKey]*Approval),
+		waiting:  newMemWaiting(),
 		events:   make(map[string]uint64),
 	}
 }
@@ -330,10 +332,18 @@ func (m *Memory) CommitTurn(ctx context.Context, c *TurnCommit) error {
 	if next := m.nextTurn(c.Session); rec.Turn != next {
 		return fmt.Errorf("committing turn %d of session %q: next turn is %d: %w", rec.Turn, c.Session, next, ErrStaleTurn)
 	}
+	if err := m.checkWaitingCapLocked(c); err != nil {
+		return fmt.Errorf("committing turn %d of session %q: %w", rec.Turn, c.Session, err)
+	}
 	m.commitLocked(c.Session, rec, turnID)
 	m.countEventsLocked(c.Session, c.EventBlock)
 	for _, a := range c.Approvals {
-		m.approval[memApprovalKey{a.Session, a.CallID}] = CloneApproval(a)
+		k := memApprovalKey{a.Session, a.CallID}
+		if old := m.approval[k]; old != nil {
+			m.waiting.remove(old.Session, old.CallID)
+		}
+		m.approval[k] = CloneApproval(a)
+		m.waiting.add(WaitingOf(a, c.Record.GetTurnId()))
 	}
 	if len(c.FetchedAdd)+len(dedup)+len(c.DedupDel) > 0 {
 		key := memRunKey{c.Session, c.Record.Run}

@@ -38,6 +38,7 @@ func (m *Memory) ClaimApproval(ctx context.Context, session, callID, argsHash st
 	if err := a.Claim(argsHash); err != nil {
 		return nil, err
 	}
+	m.waiting.claim(session, callID)
 	return CloneApproval(a), nil
 }
 
@@ -50,6 +51,7 @@ func (m *Memory) SettleApproval(ctx context.Context, session, callID string, msg
 	rec, err := m.amendLocked(session, callID, []string{StatusAwaitingApproval}, msg)
 	if err == nil {
 		delete(m.approval, memApprovalKey{session, callID})
+		m.waiting.remove(session, callID)
 	}
 	return rec, err
 }

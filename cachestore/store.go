@@ -126,8 +126,14 @@ type TurnCommit struct {
 	// CachePut entries are written to the TTL cache in the same transaction.
 	CachePut []CacheEntry
 	// Approvals are the deferred approvals of the turn's calls committed
-	// awaiting_approval (CheckApprovals), written in the same transaction.
+	// awaiting_approval (CheckApprovals), written in the same transaction
+	// with their entries of the index of what waits (WaitingOf).
 	Approvals []*Approval
+	// MaxWaiting, when positive, caps the approvals the store holds
+	// waiting, every session's together: a commit whose approvals would
+	// take them past it fails whole with a *WaitingCapError and writes
+	// nothing (a commit without approvals never does).
+	MaxWaiting int64
 	// EventBlock, when set, is stored as the session's event counter
 	// (SessionState.EventBlock) with the turn; its writer only raises it.
 	EventBlock uint64
@@ -221,6 +227,11 @@ type History interface {
 	// Approvals lists the waiting approvals of a session, or of every
 	// session when session is empty (ApprovalStore).
 	Approvals(ctx context.Context, session string) ([]*Approval, error)
+	// TurnByNumber returns one committed turn of a session, or
+	// ErrNotFound, without reading the others.
+	TurnByNumber(ctx context.Context, session string, turn int64) (*messages.TurnRecord, error)
+	// ListWaiting returns a page of the index of what waits (ApprovalStore).
+	ListWaiting(ctx context.Context, q WaitingQuery) (WaitingPage, error)
 }
 
 // CacheStore is the TTL cache of tool results (CommitTurn writes a turn's

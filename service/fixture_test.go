@@ -43,8 +43,10 @@ type fixtureOpts struct {
 	approve  string
 	exclude  []string
 	autoLoad bool
-	// wrapStore wraps the store the dispatcher writes through.
+	// wrapStore wraps the store the dispatcher writes through, and
+	// history the store the service reads (Options.Store).
 	wrapStore func(cachestore.Store) cachestore.Store
+	history   func(cachestore.Store) cachestore.History
 	// mount, when set (like "/agent"), serves the handler under that
 	// prefix of an http.ServeMux of the test's own, the way an embedder
 	// mounts it; f.url then ends with the prefix. It defaults to
@@ -59,6 +61,9 @@ type fixtureOpts struct {
 	space *space.Guard
 	// answered is Options.TurnAnswered.
 	answered func(session string, turn int64, code int, summary string)
+	// observe, when set, sees every request the server gets, before it is
+	// served.
+	observe func(*http.Request)
 }
 
 // mountPrefix is the mount of every fixture that sets none; TestMountedInOwnMux
@@ -131,8 +136,12 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		f.ws.Close()
 		t.Fatal(err)
 	}
+	var hist cachestore.History = f.store
+	if o.history != nil {
+		hist = o.history(f.store)
+	}
 	if f.srv, err = New(Options{
-		Dispatcher: f.disp, Registry: f.reg, Store: f.store, Broker: f.broker, Metrics: f.metrics,
+		Dispatcher: f.disp, Registry: f.reg, Store: hist, Broker: f.broker, Metrics: f.metrics,
 		Token: o.token, AllowOrigins: o.allowOrigins, MaxBodyBytes: o.maxBody, Replies: o.replies,
 		Approve: cmp.Or(o.approve, actors.ApproveAll), Exclude: o.exclude, AutoLoadSchemas: o.autoLoad,
 		Cluster: o.cluster, Redirect: o.redirect, Logger: o.logger, Space: o.space, TurnAnswered: o.answered,
@@ -141,6 +150,13 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		t.Fatal(err)
 	}
 	var h http.Handler = f.srv.Handler()
+	if o.observe != nil {
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			o.observe(r)
+			inner.ServeHTTP(w, r)
+		})
+	}
 	mount := cmp.Or(o.mount, mountPrefix)
 	if mount != "" {
 		mux := http.NewServeMux()

@@ -302,21 +302,6 @@ func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 	}{tools, view.ContextText(), refused})
 }
 
-// handlePending serves GET /v1/pending: what waits for an answer in every
-// session; each confirmation with what it would change (a diff of the file,
-// a command line) and when it times out.
-func (s *Server) handlePending(w http.ResponseWriter, r *http.Request) {
-	views, err := s.pendingViews(r.Context(), s.opts.Broker.Pending(""))
-	if err != nil {
-		s.dispatcherError(w, "listing deferred approvals", err)
-		return
-	}
-	writeJSON(w, http.StatusOK, struct {
-		Confirmations []PendingView     `json:"confirmations"`
-		Questions     []PendingQuestion `json:"questions"`
-	}{nonNil(views), nonNil(s.opts.Broker.Questions(""))})
-}
-
 // nonNil returns an empty slice for nil, so JSON shows [] and not null.
 func nonNil[T any](s []T) []T {
 	if s == nil {

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
 
+	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
@@ -35,10 +37,51 @@ var staticTypes = map[string]string{
 // pageData is what page.html renders.
 type pageData struct {
 	Sessions  []pageSession
-	Confirms  []PendingView
+	Confirms  []pageConfirm
 	Questions []PendingQuestion
+	// NextCursor, when set, is where page.js reads more of the pending
+	// list from (GET /v1/pending?cursor=…).
+	NextCursor string
 	// StatusWords is statusWords as JSON, for page.js.
 	StatusWords string
+}
+
+// pageConfirm is a pending confirmation with its turn, as the page shows
+// it: the model's text, the turn's calls (this one marked) and, for a
+// running turn, the calls that will ask after it.
+type pageConfirm struct {
+	PendingView
+	TurnText     string
+	Calls        []TurnCallView
+	CallsOmitted int
+	Next         []NextView
+}
+
+// pagePending is how many pending confirmations the page shows at first;
+// it reads more as asked.
+const pagePending = defaultPendingLimit
+
+// pageConfirms joins the page's confirmations with their turns.
+func pageConfirms(r *pendingReply) []pageConfirm {
+	out := make([]pageConfirm, 0, len(r.Confirmations))
+	for _, v := range r.Confirmations {
+		c := pageConfirm{PendingView: v}
+		for _, t := range r.Turns {
+			if t.Session != v.Session || t.Turn != v.Turn {
+				continue
+			}
+			c.TurnText, c.CallsOmitted = t.Text, t.CallsOmitted
+			for _, tc := range t.Calls {
+				tc.This = tc.CallID == v.CallID
+				c.Calls = append(c.Calls, tc)
+			}
+			if t.Asking == v.CallID {
+				c.Next = t.Next
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 type pageSession struct {
@@ -148,11 +191,13 @@ func (s *Server) handleStatic(w http.ResponseWriter, r *http.Request) {
 // pageData gathers the page's first state.
 func (s *Server) pageData(ctx context.Context) (*pageData, error) {
 	b := s.opts.Broker
-	confirms, err := s.pendingViews(ctx, b.Pending(""))
+	pending, err := s.pendingPage(ctx, &pendingQuery{q: cachestore.WaitingQuery{Limit: pagePending, MaxBytes: pendingPageBytes},
+		turns: true, first: true, filters: filtersID(url.Values{})})
 	if err != nil {
 		return nil, err
 	}
-	data := &pageData{Confirms: confirms, Questions: b.Questions(""), StatusWords: statusWordsJSON()}
+	data := &pageData{Confirms: pageConfirms(pending), Questions: pending.Questions, NextCursor: pending.NextCursor,
+		StatusWords: statusWordsJSON()}
 	live := b.Sessions()
 	ids := slices.Clone(live)
 	if len(ids) < pageSessions {

@@ -137,9 +137,11 @@
     return `#${kind} li` + attr('data-session', session) + attr('data-call-id', callId);
   }
 
-  function removePending(kind, session, callId) {
+  function removePending(kind, session, callId, turn) {
     const li = q(pendingSel(kind, session, callId));
     if (li) li.remove();
+    if (turn !== undefined) forget(kind, session, turn, callId);
+    else if (li) forget(kind, session, li.dataset.turn, callId);
     if (kind === 'confirms') removeNext(session, callId);
   }
 
@@ -167,22 +169,31 @@
     return out;
   }
 
-  function turnText(p) {
-    if (!p.turn_text) return el('p', { class: 'turn-text none', text: 'The model gave no text with this turn.' });
-    return el('figure', { class: 'turn-text' }, el('figcaption', { text: "The model's text with this turn" }),
-      el('blockquote', { text: p.turn_text }));
+  // turnOf finds the turn of p among those a listing gave (include=turn).
+  function turnOf(turns, p) {
+    return (turns || []).find((t) => t.session === p.session && t.turn === p.turn) || null;
   }
 
-  function turnCalls(p) {
-    if (!p.calls || p.calls.length === 0) return [];
+  function turnText(t) {
+    if (!t || !t.text) return el('p', { class: 'turn-text none', text: 'The model gave no text with this turn.' });
+    return el('figure', { class: 'turn-text' }, el('figcaption', { text: "The model's text with this turn" }),
+      el('blockquote', { text: t.text }));
+  }
+
+  function turnCalls(p, t) {
+    if (!t || !t.calls || t.calls.length === 0) return [];
     const tbody = el('tbody');
-    for (const c of p.calls) {
+    for (const c of t.calls) {
+      const mine = c.call_id === p.call_id;
       const tr = el('tr', { 'data-call-id': c.call_id, 'data-status': c.status },
         el('td', { class: 'call-id' }, el('code', { text: c.call_id })),
         el('td', { class: 'tool' }, el('code', { text: c.tool })),
-        el('td', { class: 'status', text: (c.this ? 'this one: ' : '') + (c.words || words(c.status)) }));
-      if (c.this) tr.className = 'this';
+        el('td', { class: 'status', text: (mine ? 'this one: ' : '') + (c.words || words(c.status)) }));
+      if (mine) tr.className = 'this';
       tbody.append(tr);
+    }
+    if (t.calls_omitted) {
+      tbody.append(el('tr', { class: 'omitted' }, el('td', { colSpan: 3, text: `and ${t.calls_omitted} more calls` })));
     }
     const d = el('details', { class: 'turn-calls' }, el('summary', { text: "This turn's calls" }),
       el('table', { class: 'turn-calls' }, tbody));
@@ -227,9 +238,39 @@
     return !!at && !at.startsWith('0001-');
   }
 
-  // addConfirm shows a pending confirmation, then the previews of the
-  // calls queued after it that will ask (replacing any shown before).
-  function addConfirm(p) {
+  // sinceKey is an RFC 3339 time to the nanosecond: milliseconds, then
+  // the nanoseconds below them.
+  function sinceKey(s) {
+    const m = /\.(\d+)/.exec(s || '');
+    return [Date.parse(s), Number(m ? (m[1] + '000000000').slice(3, 9) : 0)];
+  }
+
+  // listedBefore orders items as the server lists them: by the time they
+  // were asked, then session, then call id.
+  function listedBefore(a, b) {
+    const ta = sinceKey(a.since), tb = sinceKey(b.since);
+    if (ta[0] !== tb[0]) return ta[0] < tb[0];
+    if (ta[1] !== tb[1]) return ta[1] < tb[1];
+    if (a.session !== b.session) return a.session < b.session;
+    return a.callId < b.callId;
+  }
+
+  // placeConfirm puts a new item where the listing has it, so that items
+  // from events and from later pages keep one order.
+  function placeConfirm(li) {
+    for (const other of document.querySelectorAll('#confirms li.confirm')) {
+      if (listedBefore(li.dataset, other.dataset)) {
+        other.before(li);
+        return;
+      }
+    }
+    q('#confirms').append(li);
+  }
+
+  // addConfirm shows a pending confirmation with its turn t (its text and
+  // calls), then the previews of the calls queued after it that will ask
+  // (replacing any shown before).
+  function addConfirm(p, t) {
     let li = q(pendingSel('confirms', p.session, p.call_id));
     if (!li) {
       const extra = change(p);
@@ -241,8 +282,8 @@
       const timing = el('p', { class: 'timing', 'data-since': p.since || '' });
       if (hasDeadline(p.timeout_at)) timing.dataset.timeoutAt = p.timeout_at;
       li = el('li', { class: 'confirm', 'data-session': p.session, 'data-call-id': p.call_id,
-        'data-args-hash': p.args_hash, 'data-turn': String(p.turn), tabIndex: 0 },
-      what(p, p.deferred ? 'deferred' : ''), turnText(p),
+        'data-args-hash': p.args_hash, 'data-turn': String(p.turn), 'data-since': p.since || '', tabIndex: 0 },
+      what(p, p.deferred ? 'deferred' : ''), turnText(t),
       el('p', { class: 'question-text', text: p.question }),
       ...extra, args, timing,
       el('div', { class: 'actions' },
@@ -251,11 +292,12 @@
         el('input', { type: 'text', class: 'deny-reason', maxLength: 500,
           placeholder: 'reason for denying (optional)', ariaLabel: 'Reason for denying, sent to the model' }),
         el('span', { class: 'note', role: 'status' })),
-      ...turnCalls(p));
-      q('#confirms').append(li);
+      ...turnCalls(p, t));
+      placeConfirm(li);
     }
     removeNext(p.session, p.call_id);
-    li.after(...(p.next || []).map((n) => nextItem(p, n)));
+    const next = t && t.asking === p.call_id ? (t.next || []) : [];
+    li.after(...next.map((n) => nextItem(p, n)));
     tickTimings();
   }
 
@@ -308,27 +350,104 @@
     else li.querySelectorAll('button').forEach((b) => { b.disabled = false; });
   });
 
-  // refreshPending makes the pending lists match the server's.
-  async function refreshPending() {
-    let data;
+  // The pending list, a page at a time (GET /v1/pending): the first page
+  // comes with the page, "Show more" reads the next, and events add or
+  // remove single items; nothing reads the whole list again.
+
+  let cursor = q('#confirms').dataset.nextCursor || '';
+  let loadingMore = false;
+
+  function setCursor(c) {
+    cursor = c || '';
+    q('#pending-more-box').hidden = !cursor;
+  }
+
+  async function getPending(params) {
     try {
-      const r = await fetch('v1/pending', { credentials: 'same-origin', headers: { Accept: 'application/json' } });
-      if (!r.ok) return;
-      data = await r.json();
+      const r = await fetch('v1/pending?' + new URLSearchParams(params),
+        { credentials: 'same-origin', headers: { Accept: 'application/json' } });
+      if (!r.ok) return null;
+      return await r.json();
     } catch (_) {
+      return null;
+    }
+  }
+
+  // gone remembers the items that left the lists (by list, session, turn
+  // and call), so that the answer to a request already on its way does
+  // not bring one back.
+  const gone = new Set();
+  const goneKey = (kind, session, turn, callId) => [kind, session, turn, callId].join('\u0000');
+  function forget(kind, session, turn, callId) {
+    gone.add(goneKey(kind, session, String(turn), callId));
+    if (gone.size > 4096) gone.delete(gone.values().next().value);
+  }
+  const isGone = (kind, p) => gone.has(goneKey(kind, p.session, String(p.turn), p.call_id));
+
+  function showPending(data) {
+    for (const p of data.confirmations || []) {
+      if (!isGone('confirms', p)) addConfirm(p, turnOf(data.turns, p));
+    }
+    for (const p of data.questions || []) {
+      if (!isGone('questions', p)) addQuestion(p);
+    }
+    updateEmpty();
+  }
+
+  async function moreConfirms() {
+    if (!cursor || loadingMore) return;
+    loadingMore = true;
+    const note = q('#pending-more-box .note');
+    note.textContent = 'loading…';
+    const data = await getPending({ cursor, include: 'turn' });
+    loadingMore = false;
+    if (!data) {
+      note.textContent = 'could not load more; try again';
       return;
     }
-    const keep = (list) => new Set(list.map((p) => p.session + '\u0000' + p.call_id));
-    const confirms = keep(data.confirmations), questions = keep(data.questions);
-    for (const li of document.querySelectorAll('#confirms li.confirm')) {
-      if (!confirms.has(li.dataset.session + '\u0000' + li.dataset.callId)) removePending('confirms', li.dataset.session, li.dataset.callId);
+    note.textContent = '';
+    showPending(data);
+    setCursor(data.next_cursor);
+  }
+
+  document.addEventListener('click', (e) => {
+    if (e.target.closest('#pending-more')) moreConfirms();
+  });
+
+  // showCall shows what the server lists of a call an event named (a
+  // confirmation with its turn, or a question); the calls of one session
+  // named within a moment are read together.
+  const wanted = new Map();
+  let wantedTimer = 0;
+  function showCall(session, callId) {
+    if (!wanted.has(session)) wanted.set(session, new Set());
+    wanted.get(session).add(callId);
+    if (!wantedTimer) wantedTimer = setTimeout(readWanted, 50);
+  }
+
+  async function readWanted() {
+    wantedTimer = 0;
+    const batch = [...wanted];
+    wanted.clear();
+    for (const [session, ids] of batch) {
+      const params = ids.size === 1 ? { session, call_id: [...ids][0], include: 'turn' }
+        : { session, include: 'turn', limit: '200' };
+      const data = await getPending(params);
+      if (!data) continue;
+      data.confirmations = data.confirmations.filter((p) => ids.has(p.call_id));
+      data.questions = (data.questions || []).filter((p) => ids.has(p.call_id));
+      showPending(data);
     }
-    for (const li of document.querySelectorAll('#questions li')) {
-      if (!questions.has(li.dataset.session + '\u0000' + li.dataset.callId)) li.remove();
-    }
-    data.confirmations.forEach(addConfirm);
-    data.questions.forEach(addQuestion);
-    updateEmpty();
+  }
+
+  // reloadPending reads the first page again, after the event stream was
+  // down (what changed meanwhile is not known).
+  async function reloadPending() {
+    const data = await getPending({ include: 'turn' });
+    if (!data) return;
+    for (const li of document.querySelectorAll('#confirms li, #questions li')) li.remove();
+    showPending(data);
+    setCursor(data.next_cursor);
   }
 
   async function post(url, body) {
@@ -415,32 +534,33 @@
         setStatus(callRow(ev, true), 'checking');
         break;
       case 'tool_confirm':
-        // The server's list carries the diff, the command line and the
-        // timeout the event lacks.
-        refreshPending();
+        // The server's listing carries the diff, the command line, the
+        // timeout and the turn the event lacks; a deferred one is listed
+        // once committed (tool_result awaiting_approval).
+        if (ev.status !== 'awaiting_approval') showCall(ev.session, ev.call_id);
         setStatus(callRow(ev, true), 'confirm');
         markReady(ev);
         break;
       case 'tool_call_start':
-        removePending('confirms', ev.session, ev.call_id);
+        removePending('confirms', ev.session, ev.call_id, ev.turn);
         setStatus(callRow(ev, true), 'running');
-        if (ev.tool === 'ask_user') refreshPending();
+        if (ev.tool === 'ask_user') showCall(ev.session, ev.call_id);
         break;
       case 'secret_request':
       case 'elicitation':
-        refreshPending();
+        showCall(ev.session, ev.call_id);
         break;
       case 'confirm_decided':
         // Answered (here, elsewhere or by the API), timed out or canceled:
         // it no longer waits.
-        removePending('confirms', ev.session, ev.call_id);
+        removePending('confirms', ev.session, ev.call_id, ev.turn);
         {
           const row = callRow(ev, false);
           if (row && row.dataset.status === 'confirm') setStatus(row, ev.status || 'decided');
         }
         break;
       case 'tool_skipped':
-        removePending('confirms', ev.session, ev.call_id);
+        removePending('confirms', ev.session, ev.call_id, ev.turn);
         setStatus(callRow(ev, true), 'skipped');
         break;
       case 'tool_deduped':
@@ -450,17 +570,17 @@
         setStatus(callRow(ev, true), 'schema_returned');
         break;
       case 'tool_call_end':
-        removePending('questions', ev.session, ev.call_id);
+        removePending('questions', ev.session, ev.call_id, ev.turn);
         setStatus(callRow(ev, true), ev.status || 'ended');
         break;
       case 'tool_result':
         if (ev.status === 'awaiting_approval') {
           // Committed with its stored approval: the server lists it now.
-          refreshPending();
+          showCall(ev.session, ev.call_id);
         } else {
-          removePending('confirms', ev.session, ev.call_id);
+          removePending('confirms', ev.session, ev.call_id, ev.turn);
         }
-        removePending('questions', ev.session, ev.call_id);
+        removePending('questions', ev.session, ev.call_id, ev.turn);
         setStatus(callRow(ev, true), ev.status, ev.text || '');
         break;
     }
@@ -472,7 +592,7 @@
     let dropped = false;
     es.onopen = () => {
       setConn('live');
-      if (dropped) refreshPending();
+      if (dropped) reloadPending();
     };
     es.onerror = () => {
       dropped = true;

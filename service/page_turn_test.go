@@ -31,12 +31,13 @@ func turnWithText(run, approve, text string, calls ...map[string]any) map[string
 }
 
 // TestPendingShowsTheWholeTurn: a pending confirmation shows, over GET
-// /v1/pending and on the rendered page, the model's text of its turn, the
-// turn's calls with their states in plain words (the model's text as text,
-// never markup), and the calls queued
+// /v1/pending?include=turn (its turn, once) and on the rendered page, the
+// model's text of its turn, the turn's calls with their states in plain
+// words (the model's text as text, never markup), and the calls queued
 // after it that will ask (asked one at a time, SPEC §3 rule 9) as "next"
 // with their command line or MCP server; a call queued that will not ask
-// is listed as not checked yet.
+// is listed as not checked yet. Without include=turn the item carries
+// its own call and names its turn, not the turn.
 func TestPendingShowsTheWholeTurn(t *testing.T) {
 	f := newFixture(t, fixtureOpts{tools: []toolkit.Tool{mcpDelete()}})
 	const text = "I will add a line to p.txt, clean the build directory and delete <b>old.txt</b> on the file server, then check the sum."
@@ -55,14 +56,28 @@ func TestPendingShowsTheWholeTurn(t *testing.T) {
 	}
 	var pending struct {
 		Confirmations []map[string]any `json:"confirmations"`
+		Turns         []map[string]any `json:"turns"`
 	}
 	mustUnmarshal(t, body, &pending)
-	if len(pending.Confirmations) != 1 {
-		t.Fatalf("%d confirmations pending, want e1's: %s", len(pending.Confirmations), body)
+	if len(pending.Confirmations) != 1 || pending.Confirmations[0]["call_id"] != "e1" || pending.Confirmations[0]["turn"] != 1.0 {
+		t.Fatalf("%d confirmations pending, want e1's naming turn 1: %s", len(pending.Confirmations), body)
 	}
-	p := pending.Confirmations[0]
-	if p["turn_text"] != text {
-		t.Errorf("e1's turn_text = %v, want the model's text", p["turn_text"])
+	for _, k := range []string{"turn_text", "calls", "next", "upcoming"} {
+		if _, ok := pending.Confirmations[0][k]; ok || pending.Turns != nil {
+			t.Errorf("without include=turn the item carries %q or the reply its turns: %s", k, body)
+		}
+	}
+	resp, body = f.do("GET", "/v1/pending?include=turn", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/pending?include=turn: %d %s", resp.StatusCode, body)
+	}
+	mustUnmarshal(t, body, &pending)
+	if len(pending.Turns) != 1 || pending.Turns[0]["asking"] != "e1" {
+		t.Fatalf("%d turns, want e1's, asking e1: %s", len(pending.Turns), body)
+	}
+	p := pending.Turns[0]
+	if p["text"] != text {
+		t.Errorf("e1's turn text = %v, want the model's text", p["text"])
 	}
 	var calls []string
 	for _, c := range asList(p["calls"]) {
@@ -108,9 +123,10 @@ func TestPendingShowsTheWholeTurn(t *testing.T) {
 		t.Fatalf("deny e1: %d %s", resp.StatusCode, body)
 	}
 	asked = events.until("tool_confirm", "x1")
-	_, body = f.do("GET", "/v1/pending", nil)
+	_, body = f.do("GET", "/v1/pending?include=turn", nil)
 	mustUnmarshal(t, body, &pending)
-	if len(pending.Confirmations) != 1 || pending.Confirmations[0]["command"] != "rm -r 'build dir'" || len(asList(pending.Confirmations[0]["next"])) != 1 {
+	if len(pending.Confirmations) != 1 || pending.Confirmations[0]["command"] != "rm -r 'build dir'" || len(pending.Turns) != 1 ||
+		len(asList(pending.Turns[0]["next"])) != 1 {
 		t.Errorf("after e1: %s", body)
 	}
 	for _, id := range []string{"x1", "m1"} {
@@ -189,9 +205,9 @@ func TestPendingWithoutDeadline(t *testing.T) {
 		{"blocking", new(since.Add(5 * time.Minute)), "times out at 09:35:00 UTC", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := PendingView{PendingConfirm: PendingConfirm{Session: "s", Turn: 1, CallID: "c1", Tool: "edit_file", Since: since}, TimeoutAt: tc.timeoutAt}
+			v := PendingView{Session: "s", Turn: 1, CallID: "c1", Tool: "edit_file", Since: since, TimeoutAt: tc.timeoutAt}
 			var b strings.Builder
-			if err := page.Execute(&b, &pageData{Confirms: []PendingView{v}, StatusWords: statusWordsJSON()}); err != nil {
+			if err := page.Execute(&b, &pageData{Confirms: []pageConfirm{{PendingView: v}}, StatusWords: statusWordsJSON()}); err != nil {
 				t.Fatal(err)
 			}
 			html := b.String()

@@ -95,6 +95,9 @@ func (e entered) ClaimApproval(ctx context.Context, session, callID, argsHash st
 			return err
 		}
 		out = a
+		if err := claimWaiting(txn, a); err != nil {
+			return err
+		}
 		return txn.Set(approvalKey(session, callID), cachestore.EncodeApproval(a))
 	})
 	if err != nil {
@@ -107,7 +110,14 @@ func (e entered) SettleApproval(ctx context.Context, session, callID string, m *
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return e.b.amend(session, callID, []string{cachestore.StatusAwaitingApproval}, m, func(txn *badgerdb.Txn) error {
-		return txn.Delete(approvalKey(session, callID))
+	var had bool
+	rec, err := e.b.amend(session, callID, []string{cachestore.StatusAwaitingApproval}, m, func(txn *badgerdb.Txn) error {
+		var err error
+		had, err = settleWaiting(txn, session, callID)
+		return err
 	})
+	if err == nil && had {
+		e.b.waiting.Add(-1)
+	}
+	return rec, err
 }

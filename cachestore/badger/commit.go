@@ -114,6 +114,9 @@ type writeOp struct {
 	// same batch is checked against turn+1.
 	check, bump bool
 	turn        int64
+	// waitAdd approvals the op adds to the index of what waits, refused
+	// (a *WaitingCapError) when they would take it past waitCap (if set).
+	waitAdd, waitCap int64
 	// main is written atomically, cache may go in later transactions when
 	// the whole does not fit in one.
 	main, cache []kv
@@ -226,6 +229,7 @@ func (b *Store) processBatch(batch []*writeOp) {
 func (b *Store) validate(ops []*writeOp) []*writeOp {
 	valid := make([]*writeOp, 0, len(ops))
 	var next map[string]int64
+	var reserved int64 // approvals added by the ops already taken
 	var txn *badgerdb.Txn
 	defer func() {
 		if txn != nil {
@@ -258,6 +262,14 @@ func (b *Store) validate(ops []*writeOp) []*writeOp {
 			op.done <- fmt.Errorf("next turn is %d: %w", n, cachestore.ErrStaleTurn)
 			continue
 		}
+		if op.waitAdd > 0 && op.waitCap > 0 {
+			if have := b.waiting.Load() + reserved; have+op.waitAdd > op.waitCap {
+				next[op.session] = n
+				op.done <- &cachestore.WaitingCapError{Cap: op.waitCap, Waiting: have}
+				continue
+			}
+		}
+		reserved += op.waitAdd
 		if op.bump {
 			n++
 		}
@@ -280,6 +292,7 @@ func (b *Store) written(op *writeOp) {
 		}
 		b.nextTurns[op.session] = op.turn + 1
 	}
+	b.waiting.Add(op.waitAdd)
 	op.done <- nil
 }
 
@@ -542,8 +555,11 @@ func (b *Store) commitTurn(ctx context.Context, c *cachestore.TurnCommit) error 
 	if err != nil {
 		return err
 	}
-	for _, a := range c.Approvals {
-		op.main = append(op.main, kv{key: approvalKey(a.Session, a.CallID), value: cachestore.EncodeApproval(a)})
+	if len(c.Approvals) > 0 {
+		if op.waitAdd, err = b.waitingWrites(c, op); err != nil {
+			return err
+		}
+		op.waitCap = c.MaxWaiting
 	}
 	run := c.Record.Run
 	for _, tool := range c.FetchedAdd {

@@ -32,6 +32,11 @@
 //	                              3 learned at, unix ns})
 //	v1/a/{session}/{call id}      deferred approval: cachestore.Approval as JSON
 //	                              (EncodeApproval)
+//	v1/w/{asked}/{session}/{call id}  its entry of the index of what waits: 1 run,
+//	                              2 tool, 3 claimed, 4 cachestore.Waiting as JSON
+//	                              (EncodeWaiting); {asked} in Unix nanoseconds, 19 digits
+//	v1/ws/{session}/{asked}/{call id} the same entry by session (empty value)
+//	v1/wi                         the index of what waits is built: 1 layout (1)
 //	v1/c/{key}                    cache entry: 1 expires (unix ns; absent: never), 2 value
 //	v1/fv/{workspace}/{path}/{n}  file version n: 1 version, 2 time (unix ns), 3 size,
 //	                              4 deleted, 5 note

@@ -1,6 +1,7 @@
 package badger
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -21,6 +22,10 @@ const (
 	prefixFileVersion = keyVersion + "fv/"
 	prefixFileContent = keyVersion + "fc/"
 	prefixApproval    = keyVersion + "a/"
+	// The index of what waits (waiting.go).
+	prefixWaiting        = keyVersion + "w/"
+	prefixWaitingSession = keyVersion + "ws/"
+	keyWaitingBuilt      = keyVersion + "wi"
 )
 
 // turnDigits is the width of a zero-padded turn or version number in a key,
@@ -164,6 +169,78 @@ func approvalPrefix(session string) []byte {
 // approvalKey is v1/a/{session}/{call id}.
 func approvalKey(session, callID string) []byte {
 	return appendEsc(approvalPrefix(session), callID)
+}
+
+// nanosDigits is the width of a zero-padded time in Unix nanoseconds in a
+// key (a non-negative int64 has at most 19 digits).
+const nanosDigits = 19
+
+// appendNanos appends n (non-negative) zero-padded to nanosDigits.
+func appendNanos(b []byte, n int64) []byte {
+	var digits [20]byte
+	d := strconv.AppendInt(digits[:0], n, 10)
+	for i := len(d); i < nanosDigits; i++ {
+		b = append(b, '0')
+	}
+	return append(b, d...)
+}
+
+// waitingKey is v1/w/{asked}/{session}/{call id}.
+func waitingKey(pos cachestore.WaitingPos) []byte {
+	b := make([]byte, 0, len(prefixWaiting)+nanosDigits+2+2*len(pos.Session)+2*len(pos.CallID))
+	b = append(appendNanos(append(b, prefixWaiting...), pos.Asked), '/')
+	b = append(appendEsc(b, pos.Session), '/')
+	return appendEsc(b, pos.CallID)
+}
+
+// parseWaitingKey reads the place of a waiting key.
+func parseWaitingKey(k []byte) (cachestore.WaitingPos, error) {
+	rest, ok := bytes.CutPrefix(k, []byte(prefixWaiting))
+	parts := bytes.Split(rest, []byte("/"))
+	if !ok || len(parts) != 3 {
+		return cachestore.WaitingPos{}, fmt.Errorf("waiting key %q: %w", k, cachestore.ErrCorrupt)
+	}
+	return waitingPos(parts[0], parts[1], parts[2])
+}
+
+func waitingPos(asked, session, callID []byte) (cachestore.WaitingPos, error) {
+	n, err := parseNum(asked)
+	if err != nil {
+		return cachestore.WaitingPos{}, err
+	}
+	s, err := unesc(session)
+	if err != nil {
+		return cachestore.WaitingPos{}, err
+	}
+	c, err := unesc(callID)
+	if err != nil {
+		return cachestore.WaitingPos{}, err
+	}
+	return cachestore.WaitingPos{Asked: n, Session: s, CallID: c}, nil
+}
+
+// waitingSessionPrefix is v1/ws/{session}/.
+func waitingSessionPrefix(session string) []byte {
+	b := make([]byte, 0, len(prefixWaitingSession)+2*len(session)+1+nanosDigits+1)
+	return append(appendEsc(append(b, prefixWaitingSession...), session), '/')
+}
+
+// waitingSessionKey is v1/ws/{session}/{asked}/{call id}.
+func waitingSessionKey(pos cachestore.WaitingPos) []byte {
+	b := append(appendNanos(waitingSessionPrefix(pos.Session), pos.Asked), '/')
+	return appendEsc(b, pos.CallID)
+}
+
+// parseWaitingSessionKey reads the place of a key of session's entries,
+// from rest, what follows waitingSessionPrefix(session).
+func parseWaitingSessionKey(session string, rest []byte) (cachestore.WaitingPos, error) {
+	asked, call, ok := bytes.Cut(rest, []byte("/"))
+	if !ok {
+		return cachestore.WaitingPos{}, fmt.Errorf("waiting key of session %q: %w", session, cachestore.ErrCorrupt)
+	}
+	pos, err := waitingPos(asked, nil, call)
+	pos.Session = session
+	return pos, err
 }
 
 // cacheKey is v1/c/{key}.

@@ -37,6 +37,13 @@ type Store struct {
 	// write of the session fails. Owned by the committer goroutine.
 	nextTurns map[string]int64
 
+	// waiting is the number of entries of the index of what waits: set at
+	// open, raised by the committer once a commit that adds approvals is
+	// written and lowered once a settlement is, so that the committer,
+	// which checks the cap of TurnCommit.MaxWaiting, never reads less than
+	// the store holds.
+	waiting atomic.Int64
+
 	quit chan struct{}  // closed by Close to stop the committer and GC
 	wg   sync.WaitGroup // the committer and GC goroutines
 
@@ -97,6 +104,10 @@ func Open(opts Options) (*Store, error) {
 		quit: make(chan struct{}),
 
 		nextTurns: map[string]int64{},
+	}
+	if err := b.openWaitingIndex(context.Background()); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("opening badger store in %s: %w", where, err)
 	}
 	b.wg.Add(1)
 	go b.commitLoop()

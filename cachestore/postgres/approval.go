@@ -102,6 +102,10 @@ func (e entered) ClaimApproval(ctx context.Context, session, callID, argsHash st
 			b(session), b(callID), cachestore.EncodeApproval(a)); err != nil {
 			return err
 		}
+		if _, err := tx.Exec(ctx, `UPDATE waiting SET claimed = true WHERE session = $1 AND call_id = $2`,
+			b(session), b(callID)); err != nil {
+			return err
+		}
 		out = a
 		return nil
 	})
@@ -113,7 +117,6 @@ func (e entered) ClaimApproval(ctx context.Context, session, callID, argsHash st
 
 func (e entered) SettleApproval(ctx context.Context, session, callID string, m *messages.ToolMessage) (*messages.TurnRecord, error) {
 	return e.p.amend(ctx, session, callID, []string{cachestore.StatusAwaitingApproval}, m, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `DELETE FROM approvals WHERE session = $1 AND call_id = $2`, b(session), b(callID))
-		return err
+		return settleWaiting(ctx, tx, session, callID)
 	})
 }

@@ -57,16 +57,20 @@ func pgMigrations() ([]pgMigration, error) {
 	return out, nil
 }
 
-// migrate applies the migrations the database lacks. Each runs in its own
+// migrate applies the migrations the database lacks, up to version upTo
+// when it is positive (tests build an older schema so). Each runs in its own
 // transaction holding a transaction-level advisory lock keyed by the
 // current schema, so members opening the store together apply each one
 // once: the others wait for the lock and then find it recorded.
-func migrate(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger) error {
+func migrate(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, upTo int64) error {
 	ms, err := pgMigrations()
 	if err != nil {
 		return fmt.Errorf("postgres: reading migrations: %w", err)
 	}
 	for _, m := range ms {
+		if upTo > 0 && m.version > upTo {
+			break
+		}
 		applied := false
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('tooldispatch/cachestore/migrate:' || current_schema()))`); err != nil {

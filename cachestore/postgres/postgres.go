@@ -97,7 +97,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		now:    time.Now,
 		epochs: make(map[string]int64),
 	}
-	if err := migrate(ctx, pool, p.log); err != nil {
+	if err := migrate(ctx, pool, p.log, 0); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := p.reconcileWaiting(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -648,12 +652,12 @@ func (p *Store) CommitTurn(ctx context.Context, c *cachestore.TurnCommit) error 
 		if err := insertTurn(ctx, tx, c.Session, rec, rec.TurnId); err != nil {
 			return err
 		}
-		batch := &pgx.Batch{}
-		for _, a := range c.Approvals {
-			batch.Queue(`INSERT INTO approvals (session, call_id, record) VALUES ($1, $2, $3)
-				ON CONFLICT (session, call_id) DO UPDATE SET record = EXCLUDED.record`,
-				b(a.Session), b(a.CallID), cachestore.EncodeApproval(a))
+		if len(c.Approvals) > 0 {
+			if err := writeApprovals(ctx, tx, c); err != nil {
+				return err
+			}
 		}
+		batch := &pgx.Batch{}
 		batch.Queue(`DELETE FROM intents WHERE session = $1 AND turn = $2`, b(c.Session), rec.Turn)
 		queueEventBlock(batch, c.Session, c.EventBlock)
 		for _, tool := range c.FetchedAdd {

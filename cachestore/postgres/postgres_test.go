@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/tooldispatch/tooldispatch/cachestore"
@@ -533,5 +534,105 @@ func TestPostgresKVAndAmend(t *testing.T) {
 	}
 	if n, err := p.PurgeCache(ctx, time.Now()); err != nil || n != 1 {
 		t.Errorf("PurgeCache = %d, %v; want 1", n, err)
+	}
+}
+
+// writeOldApprovals writes c's turn and approvals as a store did before
+// the index of what waits existed (migrations up to 0003): the turn, the
+// session's next turn and the approvals' rows, and nothing else.
+func writeOldApprovals(t *testing.T, url string, c *cachestore.TurnCommit) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO sessions (session) VALUES ($1) ON CONFLICT DO NOTHING`, b(c.Session)); err != nil {
+			return err
+		}
+		if err := insertTurn(ctx, tx, c.Session, c.Record, c.Record.TurnId); err != nil {
+			return err
+		}
+		for _, a := range c.Approvals {
+			if _, err := tx.Exec(ctx, `INSERT INTO approvals (session, call_id, record) VALUES ($1, $2, $3)`,
+				b(a.Session), b(a.CallID), cachestore.EncodeApproval(a)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWaitingIndexOfAnOldStore: approvals a database kept before the
+// index of what waits existed (schema 0003) are listed once a store opens
+// it (migration 0004, then the reconciliation), with their turns' ids,
+// count toward the cap and are settled as the others; an approval written
+// or settled by a member that does not keep the index is reconciled at
+// the next open.
+func TestWaitingIndexOfAnOldStore(t *testing.T) {
+	url := pgSchema(t, pgURL(t))
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = migrate(ctx, pool, zerolog.Nop(), 3)
+	pool.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := time.Unix(1_700_000_000, 0).UTC()
+	writeOldApprovals(t, url, storetest.DeferredTurn("s1", "r", 1, 3, asked, 20))
+	writeOldApprovals(t, url, storetest.DeferredTurn("s2", "r", 1, 2, asked.Add(time.Second), 20))
+
+	p := mustOpenPostgres(t, url)
+	got, _ := storetest.ListAll(t, p, cachestore.WaitingQuery{Limit: 2})
+	if len(got) != 5 || got[0].Session != "s1" || got[0].TurnID != "tid-s1-1" || got[4].Session != "s2" || got[4].Diff == "" {
+		t.Fatalf("an old store's approvals listed as %d entries (first %+v), want the 5 with their turn ids", len(got), got)
+	}
+	over := storetest.DeferredTurn("s3", "r", 1, 1, asked, 0)
+	over.MaxWaiting = 5
+	if err := p.CommitTurn(ctx, over); !errors.Is(err, cachestore.ErrWaitingCap) {
+		t.Errorf("a commit past a cap of 5 with the old store's 5 waiting = %v, want ErrWaitingCap", err)
+	}
+	storetest.LoadSession(t, p, "s1")
+	m := &messages.ToolMessage{Role: "tool", ToolCallId: "call_1_1", Status: "skipped", Content: "denied"}
+	if _, err := p.SettleApproval(ctx, "s1", "call_1_1", m); err != nil {
+		t.Fatalf("SettleApproval of an old approval: %v", err)
+	}
+	if err := p.CommitTurn(ctx, over); err != nil {
+		t.Errorf("a commit into the room its settlement made: %v", err)
+	}
+
+	// A member that does not keep the index writes one approval and
+	// settles another.
+	writeOldApprovals(t, url, storetest.DeferredTurn("s4", "r", 1, 1, asked.Add(time.Hour), 0))
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(ctx, `DELETE FROM approvals WHERE session = $1 AND call_id = $2`, b("s2"), b("call_1_0"))
+	conn.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2 := mustOpenPostgres(t, url)
+	got, _ = storetest.ListAll(t, p2, cachestore.WaitingQuery{})
+	var ids []string
+	for _, w := range got {
+		ids = append(ids, w.Session+"/"+w.CallID)
+	}
+	if want := "[s1/call_1_0 s3/call_1_0 s1/call_1_2 s2/call_1_1 s4/call_1_0]"; fmt.Sprint(ids) != want {
+		t.Errorf("after a member that does not keep the index wrote, the index lists %v, want %s", ids, want)
+	}
+	over = storetest.DeferredTurn("s5", "r", 1, 1, asked, 0)
+	over.MaxWaiting = 5
+	if err := p2.CommitTurn(ctx, over); !errors.Is(err, cachestore.ErrWaitingCap) {
+		t.Errorf("a commit past a cap of 5 with 5 waiting after the reconciliation = %v, want ErrWaitingCap", err)
 	}
 }

@@ -28,6 +28,8 @@ const (
 	KVList
 	FileVersions
 	FileVersionContent
+	ListWaiting
+	TurnByNumber
 	WriteIntent // the first write
 	CommitTurn
 	Amend
@@ -48,7 +50,8 @@ const firstWrite = WriteIntent
 var kindNames = [numKinds]string{
 	LoadSession: "load_session", TurnByID: "turn_by_id", LoadRun: "load_run", Turns: "turns", Sessions: "sessions",
 	Approvals: "approvals", CacheGet: "cache_get", KVGet: "kv_get", KVList: "kv_list", FileVersions: "file_versions",
-	FileVersionContent: "file_version_content", WriteIntent: "intent", CommitTurn: "commit", Amend: "amend",
+	FileVersionContent: "file_version_content", ListWaiting: "list_waiting", TurnByNumber: "turn_by_number",
+	WriteIntent: "intent", CommitTurn: "commit", Amend: "amend",
 	ClaimApproval: "claim_approval", SettleApproval: "settle_approval", EndRun: "end_run", CachePut: "cache_put",
 	KVPut: "kv_put", KVCreate: "kv_create", KVDelete: "kv_delete", SaveFileVersion: "file_version", RecoverAll: "recover",
 }
@@ -262,6 +265,30 @@ func (s *Store) SettleApproval(ctx context.Context, session, callID string, m *m
 	op := &Op{Kind: SettleApproval, Session: session, Key: callID, Bytes: int64(proto.Size(m))}
 	err = s.do(ctx, op, func() (e error) {
 		rec, e = s.inner.SettleApproval(ctx, session, callID, m)
+		return e
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// ListWaiting implements cachestore.WaitingIndex.
+func (s *Store) ListWaiting(ctx context.Context, q cachestore.WaitingQuery) (out cachestore.WaitingPage, err error) {
+	err = s.do(ctx, &Op{Kind: ListWaiting, Session: q.Session, Run: q.Run}, func() (e error) {
+		out, e = s.inner.ListWaiting(ctx, q)
+		return e
+	})
+	if err != nil {
+		return cachestore.WaitingPage{}, err
+	}
+	return out, nil
+}
+
+// TurnByNumber implements cachestore.History.
+func (s *Store) TurnByNumber(ctx context.Context, session string, turn int64) (rec *messages.TurnRecord, err error) {
+	err = s.do(ctx, &Op{Kind: TurnByNumber, Session: session, Turn: turn}, func() (e error) {
+		rec, e = s.inner.TurnByNumber(ctx, session, turn)
 		return e
 	})
 	if err != nil {

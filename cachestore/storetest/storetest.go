@@ -82,6 +82,10 @@ func Run(t *testing.T, open Opener) {
 		{"amend_tool_message", testAmendToolMessage},
 		{"approvals", testApprovals},
 		{"approval_shadowed", testApprovalShadowed},
+		{"waiting_index", testWaitingIndex},
+		{"waiting_paging", testWaitingPaging},
+		{"waiting_bounds", testWaitingBounds},
+		{"waiting_cap", testWaitingCap},
 		{"event_counter", testEventCounter},
 	}
 	for _, tt := range tests {

@@ -146,6 +146,10 @@ type dispatcherConfig struct {
 	// on every route (default 64 MiB, at most 256 MiB); a run input value
 	// or a request body may take 1 MiB more (actors.EncodedTurnLimit).
 	MaxTurnBytes int `toml:"max_turn_bytes"`
+	// MaxWaitingApprovals caps the deferred approvals kept waiting, every
+	// session's together (default 100 000); a call that would wait past it
+	// is committed skipped, saying why.
+	MaxWaitingApprovals int64 `toml:"max_waiting_approvals"`
 }
 
 // maxTurnBytes is the turn limit of the configuration, its default filled
@@ -250,6 +254,9 @@ func (c *fileConfig) validate() error {
 	}
 	if c.Dispatcher.MaxTurnBytes < 0 {
 		errs = append(errs, fmt.Errorf("dispatcher.max_turn_bytes must not be negative, got %d", c.Dispatcher.MaxTurnBytes))
+	}
+	if c.Dispatcher.MaxWaitingApprovals < 0 {
+		errs = append(errs, fmt.Errorf("dispatcher.max_waiting_approvals must not be negative, got %d", c.Dispatcher.MaxWaitingApprovals))
 	}
 	if c.Service.MaxInFlightBytes < 0 {
 		errs = append(errs, fmt.Errorf("service.max_inflight_bytes must not be negative, got %d", c.Service.MaxInFlightBytes))

@@ -58,6 +58,7 @@ var configKeyRows = []configKeyRow{
 	{key: "dispatcher.pattern_call_budget", effect: TestRunPatternCallBudget},
 	{key: "dispatcher.pattern_turn_budget", effect: TestRunPatternTurnBudget},
 	{key: "dispatcher.max_turn_bytes", effect: TestTurnLimitOnEveryRoute},
+	{key: "dispatcher.max_waiting_approvals", effect: testConfigMaxWaitingApprovals},
 	{key: "service.max_inflight_bytes", effect: TestServeInFlightBudget},
 	{key: "store.min_free", effect: TestMinFree},
 	{key: "memory.error_scope", effect: TestRunErrorMemoryScope},
@@ -378,6 +379,31 @@ func testConfigConfirm(t *testing.T) {
 	code, ms = s.turn(t, "confirm", envelope(`"provider":"claude-code","auto_load_schemas":true,"confirm":"block"`, editCall("e2", "b.txt", "b")))
 	if code != 200 || len(ms) != 1 || ms[0].Status != "skipped" {
 		t.Errorf("a turn saying confirm block under confirm = \"defer\": %d %+v", code, ms)
+	}
+}
+
+// testConfigMaxWaitingApprovals: [dispatcher] max_waiting_approvals caps
+// the deferred approvals kept waiting, every session's together: through
+// serve, a turn of three deferred edits under a cap of 2 keeps two waiting
+// and commits the third skipped, naming the service's cap, and GET
+// /v1/pending lists the two; a negative cap is refused when the file is
+// read.
+func testConfigMaxWaitingApprovals(t *testing.T) {
+	settingsFrom(t, "[dispatcher]\nmax_waiting_approvals = 7\n", func(c actors.Config) bool { return c.MaxWaitingApprovals == 7 })
+	if _, err := loadConfig(writeConfig(t, "[dispatcher]\nmax_waiting_approvals = -1\n"), t.TempDir(), zerolog.Nop()); err == nil ||
+		!strings.Contains(err.Error(), "dispatcher.max_waiting_approvals") {
+		t.Errorf("max_waiting_approvals = -1 loaded: %v", err)
+	}
+	cfg := writeConfig(t, "[dispatcher]\nconfirm = \"defer\"\nmax_waiting_approvals = 2\n")
+	s := startServe(t, "--workspace", t.TempDir(), "--data", t.TempDir(), "--approve", "ask", "--config", cfg)
+	code, ms := s.turn(t, "capped", envelope(`"provider":"claude-code","auto_load_schemas":true`,
+		editCall("e1", "a.txt", "a"), editCall("e2", "b.txt", "b"), editCall("e3", "c.txt", "c")))
+	if code != 200 || len(ms) != 3 || ms[0].Status != "awaiting_approval" || ms[1].Status != "awaiting_approval" ||
+		ms[2].Status != "skipped" || !strings.Contains(ms[2].Content, "this service keeps at most 2 calls waiting for approval") {
+		t.Errorf("three deferred edits under max_waiting_approvals = 2: %d %+v", code, ms)
+	}
+	if p := getPending(t, s); len(p.Confirmations) != 2 {
+		t.Errorf("pending under max_waiting_approvals = 2: %+v", p)
 	}
 }
 

@@ -364,6 +364,8 @@ func dispatcherSettings(o *options, cfg *fileConfig) actors.Config {
 		Exclude:        slices.Clone(cfg.Dispatcher.Exclude),
 		MaxTurnBytes:   cfg.Dispatcher.MaxTurnBytes,
 		Confirm:        cfg.Dispatcher.Confirm,
+
+		MaxWaitingApprovals: cfg.Dispatcher.MaxWaitingApprovals,
 	}
 	return c
 }

@@ -172,6 +172,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"4 096-call turns", r.bigTurn},
 		{"late turns", r.lateTurns},
 		{"idle sessions", r.idle},
+		{"pending approvals", r.pending},
 		{"MCP τ-bench airline", r.tau},
 		{"service", r.service},
 		{"eino", r.eino},

@@ -671,6 +671,11 @@ func targets(rep *Report) []Target {
 		absolute("cached 20 KB fetch_page (b)", wFetch, SysMemory, 100, true, "µs")
 		absolute("preflight of a validated call", "preflight of one validated call", SysShared, 10, true, "µs")
 		absolute("makespan efficiency (a)", "makespan efficiency (ideal/measured)", SysBadger, 0.97, false, "")
+		// The approvals listing at scale.
+		absolute("pending: a page of 50 of 100 000 approvals", wPendPage, SysBadger, 20, true, "ms")
+		absolute("pending: a page of 50 of 40 big turns, time", wPendBigPage, SysBadger, 20, true, "ms")
+		absolute("pending: a page of 50 of 40 big turns, bytes", wPendBigBytes, SysBadger, 100, true, "KiB")
+		absolute("pending: 8 concurrent walks, peak heap growth", wPendBigPeak, SysBadger, 100, true, "MiB")
 	}
 	if _, ok := get(wSvcRate, SysBadger); ok {
 		// Tail: half the closed-loop throughput offered open-loop; the
