@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"os"
@@ -61,9 +63,9 @@ func (e *env) cmdServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", o.addr)
+	ln, scheme, err := serviceListener(o.addr, st.cfg.Service, log)
 	if err != nil {
-		return failf(exitFailure, "listening on %s: %v", o.addr, err)
+		return err
 	}
 	if st.member != nil {
 		// The other members name this address to clients as the owner of
@@ -73,10 +75,10 @@ func (e *env) cmdServe(args []string) error {
 		}
 		st.member.Advertise(route.serviceURL)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, ErrorLog: nil}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, ErrorLog: httpErrorLog(log)}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	if err := recordServeAddr(o.data, ln.Addr().String()); err != nil {
+	if err := recordServeAddr(o.data, ln.Addr().String(), scheme == "https"); err != nil {
 		log.Warn().Err(err).Msg("recording the address in the data directory")
 	}
 	// Signals are taken before the address is announced: whoever reads the
@@ -87,7 +89,7 @@ func (e *env) cmdServe(args []string) error {
 		defer stop()
 		sigs = c
 	}
-	fmt.Fprintf(e.stderr, "tooldispatch: serving on http://%s (data %s)\n", ln.Addr(), o.data)
+	fmt.Fprintf(e.stderr, "tooldispatch: serving on %s://%s (data %s)\n", scheme, ln.Addr(), o.data)
 	code := exitOK
 	select {
 	case err := <-served:
@@ -147,6 +149,52 @@ func newService(o *options, st *stack, broker *service.Broker, route routing, lo
 		return nil, failf(exitFailure, "starting the service: %v", err)
 	}
 	return srv, nil
+}
+
+// serviceListener listens on addr for the service: over TLS ("https")
+// with [service] cert_file and key_file, read again when they change;
+// otherwise in the clear ("http"), which is warned of on an address that
+// is not loopback: the token and the page's cookie would cross the
+// network as they are.
+func serviceListener(addr string, cfg serviceConfig, log zerolog.Logger) (net.Listener, string, error) {
+	var certs *service.CertFiles
+	if cfg.tlsFiles() {
+		c, err := service.LoadCertFiles(cfg.CertFile, cfg.KeyFile, log)
+		if err != nil {
+			return nil, "", failf(exitUsage, "[service] cert_file, key_file: %v", err)
+		}
+		certs = c
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", failf(exitFailure, "listening on %s: %v", addr, err)
+	}
+	if certs != nil {
+		return tls.NewListener(ln, certs.TLSConfig()), "https", nil
+	}
+	if risk := service.PlaintextRisk(addr); risk != "" {
+		log.Warn().Msg(risk)
+	}
+	return ln, "http", nil
+}
+
+// httpErrorLog passes net/http's own messages to the log: a failed TLS
+// handshake (a scanner, a client that does not trust the certificate or
+// speaks TLS 1.1, plain HTTP) at debug level, anything else as a warning.
+func httpErrorLog(log zerolog.Logger) *stdlog.Logger {
+	return stdlog.New(httpLogWriter{log.With().Str("component", "http").Logger()}, "", 0)
+}
+
+type httpLogWriter struct{ log zerolog.Logger }
+
+func (w httpLogWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		w.log.Debug().Msg(msg)
+	} else {
+		w.log.Warn().Msg(msg)
+	}
+	return len(p), nil
 }
 
 // dispatcherReplies answers ask_user questions and client calls through the
