@@ -230,17 +230,24 @@ func splitList(s string) []string {
 	return out
 }
 
-// warnCAKeys warns of each cluster CA key in a certificates' directory
-// of the workspace: the file tools keep away from it, but whoever gets
-// the key mints member certificates, and a workspace is shared with
-// tools, commands and often a repository.
+// warnCAKeys warns of each CA key "cluster certs" wrote in a
+// certificates' directory of the workspace: the file tools keep away from
+// it, but whoever gets the cluster's mints member certificates, and
+// whoever gets the services' mints certificates their clients trust; a
+// workspace is shared with tools, commands and often a repository.
 func warnCAKeys(ws *builtin.Workspace, log zerolog.Logger) {
 	for _, dir := range ws.MarkedDirs() {
-		key := filepath.Join(dir, "ca-key.pem")
+		key := filepath.Join(dir, memberCerts.caKey)
 		if _, err := os.Stat(key); err == nil {
 			log.Warn().Str("file", key).Msg("a cluster CA key lies in the workspace: whoever reads it can mint a member " +
 				"certificate; no tool reads it, but move it off this machine's workspace (members need only ca.pem and " +
 				"their own certificate and key; cluster certs --ca-key takes it from elsewhere)")
+		}
+		key = filepath.Join(dir, serviceCerts.caKey)
+		if _, err := os.Stat(key); err == nil {
+			log.Warn().Str("file", key).Msg("a service CA key lies in the workspace: whoever reads it can mint a certificate " +
+				"the service's clients trust; no tool reads it, but move it off this machine's workspace (the service needs " +
+				"only its own certificate and key; cluster certs --service --ca-key takes it from elsewhere)")
 		}
 	}
 }
