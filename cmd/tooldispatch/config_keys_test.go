@@ -62,11 +62,13 @@ var configKeyRows = []configKeyRow{
 	{key: "service.cert_file", effect: func(t *testing.T) {
 		TestServeOverTLS(t)
 		TestServeReadsTheCertificateAgain(t)
+		TestServiceTLSKeysGoTogether(t)
 		TestServiceKeyOutOfReach(t)
 	}},
 	{key: "service.key_file", effect: func(t *testing.T) {
 		TestServeOverTLS(t)
 		TestServeReadsTheCertificateAgain(t)
+		TestServiceTLSKeysGoTogether(t)
 		TestServiceKeyOutOfReach(t)
 	}},
 	{key: "store.min_free", effect: TestMinFree},

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // serviceCA is a CA a test made, and the certificates it issued.
@@ -426,5 +428,33 @@ func TestServiceKeyOutOfReach(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(certFile); string(b) != string(certPEM) {
 		t.Fatal("the service's certificate changed")
+	}
+}
+
+// TestServiceTLSKeysGoTogether: [service] cert_file without key_file, or
+// the other way round, is refused when the file is read, naming both; a
+// pair whose key does not match stops serve (exit 2) before it listens,
+// naming why.
+func TestServiceTLSKeysGoTogether(t *testing.T) {
+	for _, body := range []string{"[service]\ncert_file = \"c.pem\"\n", "[service]\nkey_file = \"k.pem\"\n"} {
+		_, err := loadConfig(writeConfig(t, body), t.TempDir(), zerolog.Nop())
+		if err == nil || !strings.Contains(err.Error(), "service.cert_file and service.key_file go together") {
+			t.Errorf("%q: %v, want a refusal naming both keys", body, err)
+		}
+	}
+	ca := newServiceCA(t)
+	dir := t.TempDir()
+	certPEM, _, _ := ca.issue(t)
+	_, otherKey, _ := ca.issue(t)
+	certFile, keyFile := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+	putFile(t, certFile, certPEM, 0o644)
+	putFile(t, keyFile, otherKey, 0o600)
+	config := writeConfig(t, fmt.Sprintf("[service]\ncert_file = %q\nkey_file = %q\n", certFile, keyFile))
+	var out, errb strings.Builder
+	e := &env{stdout: &out, stderr: &errb, getwd: os.Getwd}
+	code := e.main([]string{"serve", "--addr", "127.0.0.1:0", "--config", config, "--workspace", t.TempDir(), "--data", t.TempDir()})
+	if code != exitUsage || !strings.Contains(errb.String(), "[service] cert_file, key_file") || !strings.Contains(errb.String(), "private key does not match public key") ||
+		strings.Contains(errb.String(), "serving on") {
+		t.Errorf("serve with a key that does not match: exit %d\n%s\nwant 2 naming the keys and why, before serving", code, errb.String())
 	}
 }
