@@ -48,7 +48,7 @@ type CertFiles struct {
 	mu      sync.Mutex
 	cert    *tls.Certificate // guarded by mu: the pair in use
 	current pairFiles        // guarded by mu: what the pair in use was read from
-	refused pairFiles        // guarded by mu: the last pair refused, logged once
+	refused *pairFiles       // guarded by mu: the last pair refused, logged once
 }
 
 // pairFiles is what was read of the two files, or why they could not be.
@@ -110,7 +110,7 @@ func (c *CertFiles) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, erro
 	files := c.read()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if files.same(c.current) || files.same(c.refused) {
+	if files.same(c.current) || (c.refused != nil && files.same(*c.refused)) {
 		return c.cert, nil
 	}
 	cert, err := (*tls.Certificate)(nil), files.readErr
@@ -118,12 +118,12 @@ func (c *CertFiles) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, erro
 		cert, err = c.pair(files)
 	}
 	if err != nil {
-		c.refused = files
+		c.refused = &files
 		c.log.Warn().Str("cert_file", c.certFile).Str("key_file", c.keyFile).Str("reason", err.Error()).
 			Msg("the TLS certificate or key changed and cannot be used: the service goes on presenting the certificate it had")
 		return c.cert, nil
 	}
-	c.cert, c.current, c.refused = cert, files, pairFiles{}
+	c.cert, c.current, c.refused = cert, files, nil
 	c.log.Info().Str("cert_file", c.certFile).Str("subject", cert.Leaf.Subject.String()).
 		Time("not_after", cert.Leaf.NotAfter).Msg("the TLS certificate and key were read again: new connections get them")
 	return c.cert, nil

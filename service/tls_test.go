@@ -185,9 +185,10 @@ func handshakes(t *testing.T, cfg *tls.Config, ca *testCA) func() *big.Int {
 
 // TestCertFilesReadAgain: the certificate and key are read again by the
 // next handshake after they change: a new connection gets the new
-// certificate, without a restart. A new pair that cannot be used — a key
-// that does not match the certificate, a file that is missing or not PEM,
-// a key file with a second name — leaves the certificate in use as it is,
+// certificate, without a restart. A new pair that cannot be used — both
+// files emptied, a key that does not match the certificate, a file that is
+// missing or not PEM, a key file with a second name — leaves the
+// certificate in use as it is,
 // and is logged once, naming why; a usable pair afterwards is taken.
 func TestCertFilesReadAgain(t *testing.T) {
 	ca := newTestCA(t)
@@ -220,8 +221,13 @@ func TestCertFilesReadAgain(t *testing.T) {
 		set    func(t *testing.T)
 		reason string
 	}{
+		{"both files emptied", func(t *testing.T) {
+			replaceFile(t, certFile, nil, 0o644)
+			replaceFile(t, keyFile, nil, 0o600)
+		}, "failed to find any PEM data in certificate input"},
 		{"a certificate beside another key", func(t *testing.T) {
 			replaceFile(t, certFile, other.certPEM, 0o644)
+			replaceFile(t, keyFile, second.keyPEM, 0o600)
 		}, "private key does not match public key"},
 		{"a missing key file", func(t *testing.T) {
 			if err := os.Remove(keyFile); err != nil {
