@@ -13,6 +13,8 @@
 //	srv, err := service.New(service.Options{Dispatcher: disp, Registry: registry,
 //		Store: store, Broker: broker, Metrics: metrics, Token: token, Logger: log})
 //	hs := &http.Server{Addr: addr, Handler: srv.Handler(), ReadHeaderTimeout: …}
+//	certs, err := service.LoadCertFiles(certFile, keyFile, log) // HTTPS; else warn of service.PlaintextRisk(addr)
+//	hs.Serve(tls.NewListener(ln, certs.TLSConfig()))
 //
 // and shuts it down in this one:
 //

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -69,6 +70,15 @@ type fixtureOpts struct {
 // mountPrefix is the mount of every fixture that sets none; TestMountedInOwnMux
 // sets it while it reruns other tests (no test here is parallel).
 var mountPrefix string
+
+// overTLS makes every fixture serve HTTPS, with a certificate of a CA the
+// test made, through CertFiles as serve does; TestOverTLS sets it while it
+// reruns other tests.
+var overTLS bool
+
+// browserSPKI, while a fixture serves HTTPS, is the base64 SHA-256 of its
+// certificate's public key, which newBrowser tells Chromium to trust.
+var browserSPKI string
 
 // fixture is a whole service on a loopback port: real built-in tools in a
 // temporary workspace, real Badger in a temporary directory, the real
@@ -166,11 +176,44 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		})
 		h = mux
 	}
-	f.hs = httptest.NewServer(h)
+	if overTLS {
+		f.serveTLS(h)
+	} else {
+		f.hs = httptest.NewServer(h)
+		f.client = f.hs.Client()
+	}
 	f.url = f.hs.URL + mount
-	f.client = f.hs.Client()
 	t.Cleanup(f.close)
 	return f
+}
+
+// serveTLS serves h over HTTPS on a loopback port the way serve does: the
+// listener wrapped by tls.NewListener with CertFiles' configuration, here
+// over files of a certificate a CA of the test's own signed. The fixture's
+// client trusts that CA alone; hs.URL is the https address.
+func (f *fixture) serveTLS(h http.Handler) {
+	t := f.t
+	ca := newTestCA(t)
+	pair := ca.issue(t, time.Now().Add(-time.Hour))
+	certFile, keyFile := filepath.Join(t.TempDir(), "service.pem"), filepath.Join(t.TempDir(), "service-key.pem")
+	pair.write(t, certFile, keyFile)
+	certs, err := LoadCertFiles(certFile, keyFile, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hs = httptest.NewUnstartedServer(h)
+	f.hs.Listener = tls.NewListener(f.hs.Listener, certs.TLSConfig())
+	f.hs.Start()
+	f.hs.URL = "https://" + f.hs.Listener.Addr().String()
+	f.client = &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: ca.pool},
+		ForceAttemptHTTP2: true,
+	}}
+	browserSPKI = pair.spki
+	t.Cleanup(func() {
+		browserSPKI = ""
+		f.client.CloseIdleConnections()
+	})
 }
 
 // close shuts everything down in the order the serve command does.

@@ -28,8 +28,8 @@ func loginSteps(f *fixture) []browserStep {
 // token server's page shows the login form; a wrong token is refused on
 // the page; the right one leads to the live page, with the token in no
 // address and only an HttpOnly, SameSite=Strict cookie that the page's
-// script cannot read. A screenshot of the login page goes to
-// $TOOLDISPATCH_ARTIFACTS when set.
+// script cannot read, Secure when the page is served over TLS. A
+// screenshot of the login page goes to $TOOLDISPATCH_ARTIFACTS when set.
 func TestOperatorPageLogin(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skip("chromium not installed at /usr/bin/chromium: .ci/run installs it")
@@ -75,11 +75,11 @@ func TestOperatorPageLogin(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(cookies) != 1 || cookies[0].Name != tokenCookie || !cookies[0].HTTPOnly || cookies[0].SameSite != network.CookieSameSiteStrict ||
-		strings.Contains(cookies[0].Value, testToken) {
+		cookies[0].Secure != overTLS || strings.Contains(cookies[0].Value, testToken) {
 		for _, c := range cookies {
-			t.Logf("cookie %s HttpOnly=%v SameSite=%s", c.Name, c.HTTPOnly, c.SameSite)
+			t.Logf("cookie %s HttpOnly=%v SameSite=%s Secure=%v", c.Name, c.HTTPOnly, c.SameSite, c.Secure)
 		}
-		t.Errorf("the browser holds %d cookies; want the page's, HttpOnly and SameSite=Strict, without the token", len(cookies))
+		t.Errorf("the browser holds %d cookies; want the page's, HttpOnly and SameSite=Strict, Secure over TLS (TLS: %v), without the token", len(cookies), overTLS)
 	}
 	// No address in the tab's history carries the token.
 	hist, err := chromedp.Run(ctx, func(ctx context.Context, tg *chromedp.Target) (*page.GetNavigationHistoryResult, error) {

@@ -96,8 +96,8 @@ func TestLoginPage(t *testing.T) {
 		t.Fatalf("login: %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	if len(cookies) != 1 || cookies[0].Name != tokenCookie || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode ||
-		cookies[0].Path != "/" || cookies[0].Secure || cookies[0].Value == testToken || strings.Contains(cookies[0].Value, testToken) {
-		t.Fatalf("login cookie %+v: want HttpOnly, SameSite=Strict, Path=/, not Secure over plain HTTP, never the token", cookies)
+		cookies[0].Path != "/" || cookies[0].Secure != overTLS || cookies[0].Value == testToken || strings.Contains(cookies[0].Value, testToken) {
+		t.Fatalf("login cookie %+v: want HttpOnly, SameSite=Strict, Path=/, Secure over TLS and only then (TLS: %v), never the token", cookies, overTLS)
 	}
 	if strings.Contains(resp.Header.Get("Location"), testToken) {
 		t.Error("the redirect carries the token")

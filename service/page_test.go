@@ -188,7 +188,7 @@ func TestOperatorPageApprove(t *testing.T) {
 // steps, browser outlives that bound (for diagnostics).
 func newBrowser(t *testing.T) (ctx, browser context.Context) {
 	t.Helper()
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),
 		chromedp.Flag("headless", true),
 		chromedp.NoSandbox,
@@ -202,7 +202,13 @@ func newBrowser(t *testing.T) (ctx, browser context.Context) {
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
-	)
+	}
+	if browserSPKI != "" {
+		// The fixture serves HTTPS: Chromium trusts its certificate's
+		// key, and nothing else it would not trust anyway.
+		opts = append(opts, chromedp.Flag("ignore-certificate-errors-spki-list", browserSPKI))
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancelAlloc)
 	browser, cancelBrowser := chromedp.NewContext(allocCtx)
 	t.Cleanup(cancelBrowser)

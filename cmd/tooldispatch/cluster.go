@@ -165,8 +165,9 @@ type clusterConfig struct {
 	// ServiceURL is the address (scheme://host[:port][/prefix]) the other
 	// members name to clients as this member's: the Tooldispatch-Owner
 	// header and redirects point there. --service-url wins. Default
-	// http://HOST:PORT of the listener (--addr), its host replaced by the
-	// --cluster-addr host when it listens on all interfaces.
+	// http://HOST:PORT of the listener (--addr; https:// with [service]
+	// cert_file), its host replaced by the --cluster-addr host when it
+	// listens on all interfaces.
 	ServiceURL string `toml:"service_url"`
 	// Redirect answers a session request that another member owns with
 	// 307 Temporary Redirect to the owner, without running it, instead of
@@ -270,7 +271,11 @@ func routingSettings(o *options, cfg *fileConfig, listen net.Addr) (routing, err
 				host = h
 			}
 		}
-		r.serviceURL = "http://" + net.JoinHostPort(host, port)
+		scheme := "http://"
+		if cfg.Service.tlsFiles() {
+			scheme = "https://"
+		}
+		r.serviceURL = scheme + net.JoinHostPort(host, port)
 	}
 	return r, nil
 }

@@ -25,26 +25,57 @@ import (
 const (
 	// caValidity is how long the cluster's CA is valid.
 	caValidity = 10 * 365 * 24 * time.Hour
-	// memberValidity is how long a member's certificate is valid.
+	// memberValidity is how long a member's or a service's certificate
+	// is valid.
 	memberValidity = 2 * 365 * 24 * time.Hour
 	// certBackdate covers clocks that lag the machine that made them.
 	certBackdate = time.Hour
 )
 
-const clusterUsage = `Usage: tooldispatch cluster certs --dir DIR --host HOST[,HOST…] NAME
+const clusterUsage = `Usage: tooldispatch cluster certs --dir DIR --host HOST[,HOST…] [--service] NAME
 
 Makes the certificates of the members' mutual TLS ([cluster] ca_file, cert_file,
 key_file; docs/CLUSTER.md): the cluster's CA in DIR/ca.pem and DIR/ca-key.pem
 (made once, kept afterwards), and member NAME's certificate DIR/NAME.pem and key
 DIR/NAME-key.pem, signed by that CA and naming each HOST (the --cluster-addr
-host others dial, and the host of its --automanage-port). Keys are written with
-mode 0600. DIR is marked as tooldispatch's own (DIR/.tooldispatch-own): no tool
-of a workspace that holds it reads, lists or changes anything in it. The CA key
-is what mints members: keep it off the members and out of every workspace
-(move it away and give --ca-key PATH for the next member's certificate).
+host others dial, and the host of its --automanage-port).
+
+With --service, makes instead the certificate of a service port (serve --addr;
+[service] cert_file, key_file; docs/CONFIG.md): DIR/NAME-service.pem and
+DIR/NAME-service-key.pem, for server authentication only, naming each HOST
+clients reach the service at, signed by the services' own CA, DIR/service-ca.pem
+and DIR/service-ca-key.pem (made once), never by the cluster's: a service's key
+does not make a member. Clients trust DIR/service-ca.pem (curl --cacert, the
+browser's or the system's trust store).
+
+Keys are written with mode 0600. DIR is marked as tooldispatch's own
+(DIR/.tooldispatch-own): no tool of a workspace that holds it reads, lists or
+changes anything in it. A CA key mints certificates (a member's, or one clients
+of the service trust): keep it off the members and out of every workspace (move
+it away and give --ca-key PATH for the next certificate).
 
 Flags:
 `
+
+// certKind is what "cluster certs" makes: a member's certificate, or a
+// service port's.
+type certKind struct {
+	caCert, caKey string // the CA's files in DIR
+	caName        string // the CA's common name
+	suffix        string // of NAME in the certificate's files
+	usages        []x509.ExtKeyUsage
+	mints         string // what the CA key's holder can do
+}
+
+var (
+	memberCerts = certKind{caCert: "ca.pem", caKey: "ca-key.pem", caName: "tooldispatch cluster CA",
+		usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		mints:  "can mint a member certificate and join the cluster. Members need only ca.pem and their own certificate and key"}
+	serviceCerts = certKind{caCert: "service-ca.pem", caKey: "service-ca-key.pem", caName: "tooldispatch service CA", suffix: "-service",
+		usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		mints: "can mint a certificate that the service's clients trust, and pose as the service to them. " +
+			"The service needs only its own certificate and key, its clients only service-ca.pem"}
+)
 
 // cmdCluster implements "tooldispatch cluster certs".
 func (e *env) cmdCluster(args []string) error {
@@ -59,9 +90,10 @@ func (e *env) cmdCluster(args []string) error {
 	fs := flag.NewFlagSet("cluster certs", flag.ContinueOnError)
 	var out bytes.Buffer
 	fs.SetOutput(&out)
-	dir := fs.String("dir", "", "the `DIR` holding the CA and the members' certificates")
-	hosts := fs.String("host", "", "comma-separated `HOSTS` (names or IP addresses) the member is dialled at")
-	caKeyFlag := fs.String("ca-key", "", "the CA's key `FILE` (default DIR/ca-key.pem)")
+	dir := fs.String("dir", "", "the `DIR` holding the CA and the certificates")
+	hosts := fs.String("host", "", "comma-separated `HOSTS` (names or IP addresses) the member, or with --service the service, is reached at")
+	caKeyFlag := fs.String("ca-key", "", "the CA's key `FILE` (default DIR/ca-key.pem, with --service DIR/service-ca-key.pem)")
+	forService := fs.Bool("service", false, "make a service port's certificate (server authentication only, signed by DIR/service-ca.pem), not a member's")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), clusterUsage)
 		fs.PrintDefaults()
@@ -75,39 +107,58 @@ func (e *env) cmdCluster(args []string) error {
 		return &exitError{code: exitUsage}
 	}
 	if fs.NArg() != 1 || *dir == "" || *hosts == "" {
-		return failf(exitUsage, "cluster certs: give --dir, --host and one member NAME")
+		return failf(exitUsage, "cluster certs: give --dir, --host and one NAME")
 	}
 	name := fs.Arg(0)
-	if name == "ca" || filepath.Base(name) != name || name == "." || name == ".." {
-		return failf(exitUsage, "cluster certs: bad member name %q", name)
+	if name == "ca" || name == "service-ca" || filepath.Base(name) != name || name == "." || name == ".." {
+		return failf(exitUsage, "cluster certs: bad name %q", name)
 	}
-	if err := os.MkdirAll(*dir, 0o700); err != nil {
-		return failf(exitFailure, "cluster certs: %v", err)
+	kind := memberCerts
+	if *forService {
+		kind = serviceCerts
 	}
-	if err := markOwn(*dir); err != nil {
-		return failf(exitFailure, "cluster certs: %v", err)
-	}
-	keyPath := cmp.Or(*caKeyFlag, filepath.Join(*dir, "ca-key.pem"))
-	ca, caKey, err := loadOrMakeCA(*dir, keyPath)
+	keyPath := cmp.Or(*caKeyFlag, filepath.Join(*dir, kind.caKey))
+	certFile, keyFile, err := issueCerts(*dir, name, splitList(*hosts), keyPath, kind)
 	if err != nil {
 		return failf(exitFailure, "cluster certs: %v", err)
 	}
-	if err := makeMemberCert(*dir, name, splitList(*hosts), ca, caKey); err != nil {
-		return failf(exitFailure, "cluster certs: %v", err)
-	}
 	if abs, err := filepath.Abs(keyPath); err == nil && filepath.Dir(abs) == mustAbs(*dir) {
-		fmt.Fprintf(e.stderr, "warning: %s is the cluster's CA key: whoever reads it can mint a member certificate and join the cluster. "+
-			"Members need only ca.pem and their own certificate and key. Keep the CA key off the members and out of every workspace, e.g.\n"+
-			"  mv %s ~/tooldispatch-ca-key.pem\n"+
-			"and give --ca-key ~/tooldispatch-ca-key.pem when you make the next member's certificate.\n", keyPath, keyPath)
+		fmt.Fprintf(e.stderr, "warning: %s is a CA key: whoever reads it %s. "+
+			"Keep the CA key off the machines that serve and out of every workspace, e.g.\n"+
+			"  mv %s ~/tooldispatch-%s\n"+
+			"and give --ca-key ~/tooldispatch-%s when you make the next certificate.\n", keyPath, kind.mints, keyPath, kind.caKey, kind.caKey)
 	}
-	fmt.Fprintf(e.stdout, "ca_file = %q\ncert_file = %q\nkey_file = %q\n",
-		filepath.Join(*dir, "ca.pem"), filepath.Join(*dir, name+".pem"), filepath.Join(*dir, name+"-key.pem"))
+	if *forService {
+		fmt.Fprintf(e.stdout, "cert_file = %q\nkey_file = %q\n", certFile, keyFile)
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "ca_file = %q\ncert_file = %q\nkey_file = %q\n", filepath.Join(*dir, kind.caCert), certFile, keyFile)
 	return nil
 }
 
+// issueCerts makes DIR (marked as tooldispatch's own), the CA of kind
+// unless it is there, and NAME's certificate and key; it returns their
+// files.
+func issueCerts(dir, name string, hosts []string, caKeyPath string, kind certKind) (certFile, keyFile string, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", err
+	}
+	if err := markOwn(dir); err != nil {
+		return "", "", err
+	}
+	ca, caKey, err := loadOrMakeCA(filepath.Join(dir, kind.caCert), caKeyPath, kind.caName)
+	if err != nil {
+		return "", "", err
+	}
+	certFile, keyFile = filepath.Join(dir, name+kind.suffix+".pem"), filepath.Join(dir, name+kind.suffix+"-key.pem")
+	if err := makeLeafCert(certFile, keyFile, name, hosts, kind.usages, ca, caKey); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, nil
+}
+
 // ownMarkerText is what DIR/.tooldispatch-own says to a person.
-const ownMarkerText = "This directory holds a tooldispatch cluster's certificates and keys (tooldispatch cluster certs).\n" +
+const ownMarkerText = "This directory holds tooldispatch's certificates and keys, a cluster's or a service's (tooldispatch cluster certs).\n" +
 	"No tool of a workspace that holds it reads, lists or changes anything in it.\n"
 
 // markOwn writes DIR's marker (builtin.OwnMarker), unless it is there.
@@ -133,10 +184,9 @@ func mustAbs(p string) string {
 	return p
 }
 
-// loadOrMakeCA reads DIR/ca.pem and the CA's key at keyPath, or makes
-// them.
-func loadOrMakeCA(dir, keyPath string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	certPath := filepath.Join(dir, "ca.pem")
+// loadOrMakeCA reads the CA's certificate at certPath and its key at
+// keyPath, or makes them.
+func loadOrMakeCA(certPath, keyPath, commonName string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	if certPEM, err := os.ReadFile(certPath); err == nil {
 		keyPEM, err := os.ReadFile(keyPath)
 		if err != nil {
@@ -164,7 +214,7 @@ func loadOrMakeCA(dir, keyPath string) (*x509.Certificate, *ecdsa.PrivateKey, er
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "tooldispatch cluster CA"},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-certBackdate),
 		NotAfter:              now.Add(caValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
@@ -186,9 +236,9 @@ func loadOrMakeCA(dir, keyPath string) (*x509.Certificate, *ecdsa.PrivateKey, er
 	return ca, key, nil
 }
 
-// makeMemberCert writes DIR/NAME.pem and DIR/NAME-key.pem: a certificate
-// for both ends of a connection, naming hosts, signed by the CA.
-func makeMemberCert(dir, name string, hosts []string, ca *x509.Certificate, caKey *ecdsa.PrivateKey) error {
+// makeLeafCert writes a certificate (certFile) and its key (keyFile, mode
+// 0600) for the usages given, naming hosts, signed by the CA.
+func makeLeafCert(certFile, keyFile, name string, hosts []string, usages []x509.ExtKeyUsage, ca *x509.Certificate, caKey *ecdsa.PrivateKey) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
@@ -200,7 +250,7 @@ func makeMemberCert(dir, name string, hosts []string, ca *x509.Certificate, caKe
 		NotBefore:    now.Add(-certBackdate),
 		NotAfter:     now.Add(memberValidity),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage:  usages,
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -213,10 +263,10 @@ func makeMemberCert(dir, name string, hosts []string, ca *x509.Certificate, caKe
 	if err != nil {
 		return err
 	}
-	if err := writePEM(filepath.Join(dir, name+"-key.pem"), "EC PRIVATE KEY", mustMarshalEC(key), 0o600); err != nil {
+	if err := writePEM(keyFile, "EC PRIVATE KEY", mustMarshalEC(key), 0o600); err != nil {
 		return err
 	}
-	return writePEM(filepath.Join(dir, name+".pem"), "CERTIFICATE", der, 0o644)
+	return writePEM(certFile, "CERTIFICATE", der, 0o644)
 }
 
 func serial() *big.Int {

@@ -64,6 +64,24 @@ type serviceConfig struct {
 	// it a request is answered 429 with Retry-After (default twice the
 	// body limit, which is [dispatcher] max_turn_bytes plus 1 MiB).
 	MaxInFlightBytes int64 `toml:"max_inflight_bytes"`
+	// CertFile and KeyFile serve the service port over TLS (1.2 or later,
+	// HTTPS): the certificate (PEM, the server's first, then any
+	// intermediates) and its key (PEM). Both are read again by the first
+	// handshake after either changes; a new pair that cannot be used keeps
+	// the one in use, logged. Without them the port is plain HTTP.
+	CertFile string `toml:"cert_file"`
+	KeyFile  string `toml:"key_file"`
+}
+
+// tlsFiles reports whether the service port is served over TLS.
+func (c serviceConfig) tlsFiles() bool { return c.CertFile != "" }
+
+// validate names the first bad key.
+func (c serviceConfig) validate() error {
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		return errors.New("service.cert_file and service.key_file go together: give both or neither")
+	}
+	return nil
 }
 
 type memoryConfig struct {
@@ -257,6 +275,9 @@ func (c *fileConfig) validate() error {
 	}
 	if c.Dispatcher.MaxWaitingApprovals < 0 {
 		errs = append(errs, fmt.Errorf("dispatcher.max_waiting_approvals must not be negative, got %d", c.Dispatcher.MaxWaitingApprovals))
+	}
+	if err := c.Service.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Service.MaxInFlightBytes < 0 {
 		errs = append(errs, fmt.Errorf("service.max_inflight_bytes must not be negative, got %d", c.Service.MaxInFlightBytes))

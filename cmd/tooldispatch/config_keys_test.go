@@ -60,6 +60,18 @@ var configKeyRows = []configKeyRow{
 	{key: "dispatcher.max_turn_bytes", effect: TestTurnLimitOnEveryRoute},
 	{key: "dispatcher.max_waiting_approvals", effect: testConfigMaxWaitingApprovals},
 	{key: "service.max_inflight_bytes", effect: TestServeInFlightBudget},
+	{key: "service.cert_file", effect: func(t *testing.T) {
+		TestServeOverTLS(t)
+		TestServeReadsTheCertificateAgain(t)
+		TestServiceTLSKeysGoTogether(t)
+		TestServiceKeyOutOfReach(t)
+	}},
+	{key: "service.key_file", effect: func(t *testing.T) {
+		TestServeOverTLS(t)
+		TestServeReadsTheCertificateAgain(t)
+		TestServiceTLSKeysGoTogether(t)
+		TestServiceKeyOutOfReach(t)
+	}},
 	{key: "store.min_free", effect: TestMinFree},
 	{key: "memory.error_scope", effect: TestRunErrorMemoryScope},
 	{key: "secrets.key_file", effect: testConfigSecretsKeyFile},
@@ -447,7 +459,8 @@ func TestToolsCommandHonoursConfigExclude(t *testing.T) {
 
 // testConfigClusterServiceURL: [cluster] service_url is the address a
 // member advertises; --service-url wins; without either it is the
-// listener's, and a bad URL is refused when the file is read.
+// listener's (https:// when [service] serves TLS), and a bad URL is
+// refused when the file is read.
 func testConfigClusterServiceURL(t *testing.T) {
 	cfg, err := loadConfig(writeConfig(t, "[cluster]\nservice_url = \"https://m1.example:8443/agent\"\n"), t.TempDir(), zerolog.Nop())
 	if err != nil {
@@ -464,6 +477,7 @@ func testConfigClusterServiceURL(t *testing.T) {
 		{"flag wins", options{serviceURL: "http://m2.example:1"}, cfg, "http://m2.example:1"},
 		{"listener", options{}, &fileConfig{}, "http://127.0.0.1:8123"},
 		{"all interfaces", options{clusterAddr: "10.1.2.3:7000"}, &fileConfig{}, "http://10.1.2.3:8123"},
+		{"listener over TLS", options{}, &fileConfig{Service: serviceConfig{CertFile: "s.pem", KeyFile: "s-key.pem"}}, "https://127.0.0.1:8123"},
 	} {
 		addr := net.Addr(listen)
 		if tc.name == "all interfaces" {

@@ -23,8 +23,10 @@ const pidFileName = "tooldispatch.pid"
 type holderRecord struct {
 	PID     int    `json:"pid"`
 	Command string `json:"command"`
-	// Addr is serve's listening address, once it listens.
+	// Addr is serve's listening address, once it listens; TLS says it
+	// serves HTTPS there.
 	Addr string `json:"addr,omitempty"`
+	TLS  bool   `json:"tls,omitempty"`
 }
 
 // heldStore is a Badger store this process opened, with the record of its
@@ -93,8 +95,8 @@ func writeHolder(dir string, rec holderRecord) error {
 
 // recordServeAddr adds serve's listening address to the record of the
 // store in dir, so whoever is refused the store learns where to ask.
-func recordServeAddr(dir, addr string) error {
-	return writeHolder(dir, holderRecord{PID: os.Getpid(), Command: commandLine(), Addr: addr})
+func recordServeAddr(dir, addr string, tls bool) error {
+	return writeHolder(dir, holderRecord{PID: os.Getpid(), Command: commandLine(), Addr: addr, TLS: tls})
 }
 
 // removeHolder removes the record of dir when it names this process.
@@ -164,6 +166,10 @@ func (e *storeHeldError) Error() string {
 	if e.session != "" {
 		session = url.PathEscape(e.session)
 	}
-	return msg + fmt.Sprintf("; it serves the sessions on http://%[1]s: read the session with GET http://%[1]s/v1/sessions/%[2]s "+
-		"and send turns with POST http://%[1]s/v1/sessions/%[2]s/turns instead", e.rec.Addr, session)
+	base := "http://" + e.rec.Addr
+	if e.rec.TLS {
+		base = "https://" + e.rec.Addr
+	}
+	return msg + fmt.Sprintf("; it serves the sessions on %[1]s: read the session with GET %[1]s/v1/sessions/%[2]s "+
+		"and send turns with POST %[1]s/v1/sessions/%[2]s/turns instead", base, session)
 }

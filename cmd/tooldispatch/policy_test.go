@@ -194,10 +194,11 @@ func TestRunConfigAutoLoadSchemas(t *testing.T) {
 
 // server is a "tooldispatch serve" process on a loopback port.
 type server struct {
-	base   string
-	pid    int
-	mu     sync.Mutex
-	stderr bytes.Buffer // guarded by mu; what the process wrote after start-up
+	base    string
+	pid     int
+	startup string // what the process wrote up to where it said it serves
+	mu      sync.Mutex
+	stderr  bytes.Buffer // guarded by mu; what the process wrote after start-up
 }
 
 // startServe starts the binary's serve with args on a free loopback port;
@@ -225,7 +226,8 @@ func startServeWith(t *testing.T, configure func(*exec.Cmd), args ...string) *se
 		t.Fatal(err)
 	}
 	r := bufio.NewReader(pipe)
-	s := &server{pid: cmd.Process.Pid, base: servingOn(t, cmd, r)}
+	s := &server{pid: cmd.Process.Pid}
+	s.base, s.startup = servingOnAfter(t, cmd, r)
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
@@ -257,17 +259,24 @@ func startServeWith(t *testing.T, configure func(*exec.Cmd), args ...string) *se
 // that base URL; it fails the test if serve ends first.
 func servingOn(t *testing.T, cmd *exec.Cmd, r *bufio.Reader) string {
 	t.Helper()
-	var head strings.Builder
+	base, _ := servingOnAfter(t, cmd, r)
+	return base
+}
+
+// servingOnAfter is servingOn, and returns what serve wrote up to then.
+func servingOnAfter(t *testing.T, cmd *exec.Cmd, r *bufio.Reader) (base, head string) {
+	t.Helper()
+	var b strings.Builder
 	for {
 		line, err := r.ReadString('\n')
-		head.WriteString(line)
+		b.WriteString(line)
 		if err != nil {
 			_ = cmd.Wait()
-			t.Fatalf("serve ended before serving: %v\n%s", err, head.String())
+			t.Fatalf("serve ended before serving: %v\n%s", err, b.String())
 		}
 		if _, rest, ok := strings.Cut(line, "serving on "); ok {
 			base, _, _ := strings.Cut(rest, " ")
-			return base
+			return base, b.String()
 		}
 	}
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"os"
@@ -61,9 +63,9 @@ func (e *env) cmdServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", o.addr)
+	ln, scheme, err := serviceListener(o.addr, st.cfg.Service, log)
 	if err != nil {
-		return failf(exitFailure, "listening on %s: %v", o.addr, err)
+		return err
 	}
 	if st.member != nil {
 		// The other members name this address to clients as the owner of
@@ -73,10 +75,10 @@ func (e *env) cmdServe(args []string) error {
 		}
 		st.member.Advertise(route.serviceURL)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, ErrorLog: nil}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, ErrorLog: httpErrorLog(log)}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	if err := recordServeAddr(o.data, ln.Addr().String()); err != nil {
+	if err := recordServeAddr(o.data, ln.Addr().String(), scheme == "https"); err != nil {
 		log.Warn().Err(err).Msg("recording the address in the data directory")
 	}
 	// Signals are taken before the address is announced: whoever reads the
@@ -87,7 +89,7 @@ func (e *env) cmdServe(args []string) error {
 		defer stop()
 		sigs = c
 	}
-	fmt.Fprintf(e.stderr, "tooldispatch: serving on http://%s (data %s)\n", ln.Addr(), o.data)
+	fmt.Fprintf(e.stderr, "tooldispatch: serving on %s://%s (data %s)\n", scheme, ln.Addr(), o.data)
 	code := exitOK
 	select {
 	case err := <-served:
@@ -155,6 +157,52 @@ func newService(o *options, st *stack, broker *service.Broker, route routing, lo
 	return srv, nil
 }
 
+// serviceListener listens on addr for the service: over TLS ("https")
+// with [service] cert_file and key_file, read again when they change;
+// otherwise in the clear ("http"), which is warned of on an address that
+// is not loopback: the token and the page's cookie would cross the
+// network as they are.
+func serviceListener(addr string, cfg serviceConfig, log zerolog.Logger) (net.Listener, string, error) {
+	var certs *service.CertFiles
+	if cfg.tlsFiles() {
+		c, err := service.LoadCertFiles(cfg.CertFile, cfg.KeyFile, log)
+		if err != nil {
+			return nil, "", failf(exitUsage, "[service] cert_file, key_file: %v", err)
+		}
+		certs = c
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", failf(exitFailure, "listening on %s: %v", addr, err)
+	}
+	if certs != nil {
+		return tls.NewListener(ln, certs.TLSConfig()), "https", nil
+	}
+	if risk := service.PlaintextRisk(addr); risk != "" {
+		log.Warn().Msg(risk)
+	}
+	return ln, "http", nil
+}
+
+// httpErrorLog passes net/http's own messages to the log: a failed TLS
+// handshake (a scanner, a client that does not trust the certificate or
+// speaks TLS 1.1, plain HTTP) at debug level, anything else as a warning.
+func httpErrorLog(log zerolog.Logger) *stdlog.Logger {
+	return stdlog.New(httpLogWriter{log.With().Str("component", "http").Logger()}, "", 0)
+}
+
+type httpLogWriter struct{ log zerolog.Logger }
+
+func (w httpLogWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		w.log.Debug().Msg(msg)
+	} else {
+		w.log.Warn().Msg(msg)
+	}
+	return len(p), nil
+}
+
 // dispatcherReplies answers ask_user questions and client calls through the
 // dispatcher.
 type dispatcherReplies struct{ d *actors.Dispatcher }
@@ -188,17 +236,24 @@ func splitList(s string) []string {
 	return out
 }
 
-// warnCAKeys warns of each cluster CA key in a certificates' directory
-// of the workspace: the file tools keep away from it, but whoever gets
-// the key mints member certificates, and a workspace is shared with
-// tools, commands and often a repository.
+// warnCAKeys warns of each CA key "cluster certs" wrote in a
+// certificates' directory of the workspace: the file tools keep away from
+// it, but whoever gets the cluster's mints member certificates, and
+// whoever gets the services' mints certificates their clients trust; a
+// workspace is shared with tools, commands and often a repository.
 func warnCAKeys(ws *builtin.Workspace, log zerolog.Logger) {
 	for _, dir := range ws.MarkedDirs() {
-		key := filepath.Join(dir, "ca-key.pem")
+		key := filepath.Join(dir, memberCerts.caKey)
 		if _, err := os.Stat(key); err == nil {
 			log.Warn().Str("file", key).Msg("a cluster CA key lies in the workspace: whoever reads it can mint a member " +
 				"certificate; no tool reads it, but move it off this machine's workspace (members need only ca.pem and " +
 				"their own certificate and key; cluster certs --ca-key takes it from elsewhere)")
+		}
+		key = filepath.Join(dir, serviceCerts.caKey)
+		if _, err := os.Stat(key); err == nil {
+			log.Warn().Str("file", key).Msg("a service CA key lies in the workspace: whoever reads it can mint a certificate " +
+				"the service's clients trust; no tool reads it, but move it off this machine's workspace (the service needs " +
+				"only its own certificate and key; cluster certs --service --ca-key takes it from elsewhere)")
 		}
 	}
 }

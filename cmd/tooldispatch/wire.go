@@ -64,8 +64,10 @@ func openWorkspace(dir string, protected ...string) (*builtin.Workspace, error) 
 
 // ownFiles are tooldispatch's own paths, which no tool may read, list or
 // change, wherever they lie: the data directory, the secrets' key file,
-// the operator's configuration file, and serve's token and PostgreSQL URL
-// files.
+// the operator's configuration file, serve's token and PostgreSQL URL
+// files, and the certificates and keys of the cluster and of the service
+// port (a tool that could replace the service's would have the next
+// connection served with its own).
 func ownFiles(o *options, cfg *fileConfig) []string {
 	config := o.config
 	if config == "" {
@@ -74,6 +76,9 @@ func ownFiles(o *options, cfg *fileConfig) []string {
 	own := []string{o.data, keyFilePath(cfg, o.data), config, o.tokenFile, o.postgresFile}
 	if cfg.Cluster.tlsFiles() {
 		own = append(own, cfg.Cluster.CAFile, cfg.Cluster.CertFile, cfg.Cluster.KeyFile)
+	}
+	if cfg.Service.tlsFiles() {
+		own = append(own, cfg.Service.CertFile, cfg.Service.KeyFile)
 	}
 	return own
 }
