@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -253,6 +254,28 @@ func startServeWith(t *testing.T, configure func(*exec.Cmd), args ...string) *se
 		}
 	})
 	return s
+}
+
+// waitLogged waits until serve's log holds want: its stderr reaches the
+// test through a pipe a goroutine copies, so a line serve wrote before it
+// answered a request may not be here yet when the answer is. It fails the
+// test after a generous bound (a guard against waiting for ever).
+func (s *server) waitLogged(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		s.mu.Lock()
+		logged := s.stderr.String()
+		s.mu.Unlock()
+		if strings.Contains(logged, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("serve's log lacks %q:\n%s", want, logged)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // servingOn reads serve's log until it says where it serves and returns

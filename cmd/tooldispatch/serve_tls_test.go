@@ -365,13 +365,8 @@ func TestServeReadsTheCertificateAgain(t *testing.T) {
 	if got := served(); got != second {
 		t.Errorf("a key file with a second name: a new connection got %d, want the one in use %d", got, second)
 	}
-	s.mu.Lock()
-	logged := s.stderr.String()
-	s.mu.Unlock()
 	for _, want := range []string{"private key does not match public key", "has 2 links", "read again"} {
-		if !strings.Contains(logged, want) {
-			t.Errorf("serve's log lacks %q:\n%s", want, logged)
-		}
+		s.waitLogged(t, want)
 	}
 }
 
