@@ -247,6 +247,7 @@ func (l *clusterLoad) waitAnswered(n int) {
 func stopMember(t *testing.T, m *member, sig syscall.Signal, bound time.Duration) (int, time.Duration) {
 	t.Helper()
 	start := time.Now()
+	m.logs.note("%s: %v", m.name, sig)
 	if err := m.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
@@ -264,6 +265,7 @@ func waitExit(t *testing.T, m *member, bound time.Duration) int {
 	}()
 	select {
 	case <-exited:
+		m.logs.note("%s: exited %v", m.name, m.cmd.ProcessState)
 	case <-time.After(bound):
 		_ = m.cmd.Process.Kill()
 		<-exited
@@ -277,10 +279,9 @@ func restartMember(t *testing.T, m *member) {
 	t.Helper()
 	cmd := exec.Command(m.cmd.Path, m.cmd.Args[1:]...)
 	cmd.Env = m.cmd.Env
-	m.log = &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = m.log, m.log
+	m.cmd = cmd
+	m.logs.attach(t, m)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	m.cmd = cmd
 }

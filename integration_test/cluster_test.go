@@ -63,8 +63,10 @@ func freePorts(t *testing.T, n int) []int {
 type member struct {
 	cmd  *exec.Cmd
 	http string
-	log  *syncBuffer
-	data string // --data
+	name string      // m0, m1, …: its log files' names
+	log  *syncBuffer // its output since its last start
+	logs *memberLogs // where every start's output is kept
+	data string      // --data
 	// certs is the folder of the cluster's mutual TLS certificates
 	// (tooldispatch cluster certs): ca.pem, and mI.pem, mI-key.pem for
 	// member I.
@@ -294,16 +296,17 @@ func startClusterWith(t *testing.T, n int, ws string, cs clusterSetup) ([]*membe
 		pg = pgServer(t)
 	}
 	ports := freePorts(t, 3*n)
+	logs := newMemberLogs(t)
 	var peers []string
 	for i := 0; i < n; i++ {
 		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", ports[2*n+i]))
 	}
 	var ms []*member
 	for i := 0; i < n; i++ {
-		m := &member{http: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), log: &syncBuffer{}, certs: certs, data: t.TempDir()}
+		m := &member{http: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), name: fmt.Sprintf("m%d", i), logs: logs, certs: certs, data: t.TempDir()}
 		args := []string{"serve", "--approve", "all", "--shell", "--workspace", ws, "--data", m.data,
 			"--addr", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--cluster", "it", "--cluster-addr", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
-			"--postgres", pg, "--log-level", "warn", "--config", memberConfig(t, cs.config, certs, i)}
+			"--postgres", pg, "--log-level", memberLogLevel(), "--config", memberConfig(t, cs.config, certs, i)}
 		if membership == nil {
 			args = append(args, "--peers", strings.Join(peers, ","), "--automanage-port", fmt.Sprint(ports[2*n+i]))
 		} else {
@@ -316,7 +319,7 @@ func startClusterWith(t *testing.T, n int, ws string, cs clusterSetup) ([]*membe
 		if len(cs.env) > 0 {
 			m.cmd.Env = append(os.Environ(), cs.env...)
 		}
-		m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
+		logs.attach(t, m)
 		if err := m.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -356,11 +356,12 @@ func startLabCluster(t *testing.T, lab *netnsLab, ws, membership string, delay t
 			t.Fatalf("cluster certs: %v\n%s", err, out)
 		}
 	}
+	logs := newMemberLogs(t)
 	for i := 0; i < n; i++ {
-		m := &member{http: fmt.Sprintf("http://%s:%d", lab.addr(i), labHTTPPort), log: &syncBuffer{}, certs: certs}
+		m := &member{http: fmt.Sprintf("http://%s:%d", lab.addr(i), labHTTPPort), name: fmt.Sprintf("m%d", i), logs: logs, certs: certs}
 		args := []string{"netns", "exec", lab.members[i], binary, "serve", "--approve", "all", "--shell", "--workspace", ws, "--data", t.TempDir(),
 			"--addr", fmt.Sprintf("%s:%d", lab.addr(i), labHTTPPort), "--cluster", "lab", "--config", memberConfig(t, "", certs, i),
-			"--cluster-addr", fmt.Sprintf("%s:%d", lab.addr(i), labClusterPort), "--postgres", pgURL, "--log-level", "warn", "--token", labToken}
+			"--cluster-addr", fmt.Sprintf("%s:%d", lab.addr(i), labClusterPort), "--postgres", pgURL, "--log-level", memberLogLevel(), "--token", labToken}
 		if membershipArgs == nil {
 			args = append(args, "--peers", strings.Join(peers, ","), "--automanage-port", fmt.Sprint(labManagePort))
 		} else {
@@ -368,7 +369,7 @@ func startLabCluster(t *testing.T, lab *netnsLab, ws, membership string, delay t
 		}
 		// ip netns exec execs the command: the process is the member.
 		m.cmd = exec.Command("ip", args...)
-		m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
+		logs.attach(t, m)
 		if err := m.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
