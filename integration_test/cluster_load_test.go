@@ -33,6 +33,7 @@ type clusterLoad struct {
 	ws       string
 	sessions int
 	script   func(session, turn int) string // the call's command after its echo
+	logs     *memberLogs                    // the members' logs, where failures are noted too
 
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -61,7 +62,7 @@ func newClusterLoad(t *testing.T, ms []*member, ws string, sessions int, token s
 		t.Fatal(err)
 	}
 	return &clusterLoad{t: t, c: c, ws: ws, sessions: sessions, stop: make(chan struct{}), results: map[string]loadResult{},
-		script: func(int, int) string { return "" }}
+		script: func(int, int) string { return "" }, logs: ms[0].logs}
 }
 
 // start starts the sessions' senders.
@@ -126,6 +127,7 @@ func (l *clusterLoad) turn(i, k int) {
 }
 
 func (l *clusterLoad) fail(msg string) {
+	l.logs.note("load: %s", msg)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.failed = append(l.failed, msg)
