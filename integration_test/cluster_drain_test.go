@@ -182,7 +182,7 @@ func TestClusterRollingRestart(t *testing.T) {
 		start := time.Now()
 		for {
 			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err := postTurn(cctx, m.http, fmt.Sprintf("back-%d", i), "", commandCall(fmt.Sprintf("back-%d", i), "true"))
+			_, err := load.hist.post(cctx, http.DefaultClient, m.http, fmt.Sprintf("back-%d", i), "", commandCall(fmt.Sprintf("back-%d", i), "true"))
 			cancel()
 			if err == nil {
 				break

@@ -34,6 +34,8 @@ type clusterLoad struct {
 	sessions int
 	script   func(session, turn int) string // the call's command after its echo
 	logs     *memberLogs                    // the members' logs, where failures are noted too
+	hist     *history                       // every attempt's operation, checked by check
+	ms       []*member
 
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -62,7 +64,7 @@ func newClusterLoad(t *testing.T, ms []*member, ws string, sessions int, token s
 		t.Fatal(err)
 	}
 	return &clusterLoad{t: t, c: c, ws: ws, sessions: sessions, stop: make(chan struct{}), results: map[string]loadResult{},
-		script: func(int, int) string { return "" }, logs: ms[0].logs}
+		script: func(int, int) string { return "" }, logs: ms[0].logs, hist: newHistory(t, ms[0].logs), ms: ms}
 }
 
 // start starts the sessions' senders.
@@ -96,8 +98,14 @@ func (l *clusterLoad) turn(i, k int) {
 			time.Sleep(loadRetryDelay)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		op := l.hist.begin(i, session, id, []string{id})
 		res, err := l.c.Turn(ctx, session, body)
 		cancel()
+		if err != nil {
+			op.end(0, nil, err)
+		} else {
+			op.end(res.Status, res.Body, nil)
+		}
 		if err == nil && res.Status == http.StatusOK {
 			var tr struct {
 				Replayed bool   `json:"replayed"`
@@ -144,12 +152,15 @@ type loadFigures struct {
 	posted, answered, retried, replayed int64
 	unknown, canceled, lost, double     int
 	executions                          int
+	history                             historyFigures
 }
 
 // check verifies every posted turn got an answer with status ok (or
 // canceled where allowCanceled), that every call ran at most once and
-// every ok call exactly once, and that the sessions in the store hold each
-// turn once; it returns the figures.
+// every ok call exactly once, that the sessions in the store hold each
+// turn once, and that the history of every attempt (and of every turn the
+// test posted through l.hist) is one a session can give (history.check);
+// it returns the figures.
 func (l *clusterLoad) check(allowCanceled bool) loadFigures {
 	t := l.t
 	t.Helper()
@@ -220,6 +231,7 @@ func (l *clusterLoad) check(allowCanceled bool) loadFigures {
 			}
 		}
 	}
+	f.history = l.hist.check(l.ms, http.DefaultClient)
 	return f
 }
 
