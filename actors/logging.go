@@ -27,9 +27,9 @@ func NewActorSystem(logger zerolog.Logger) *actor.ActorSystem {
 // passing state of the connections between members: a peer that leaves
 // (its connection ends), one that starts (gossip reaches it before it
 // knows the members), one that died (dropped at once: see
-// actors/cluster), one not listening yet (members start one after another).
-// A connection that cannot be made otherwise (a TLS refusal) stays a
-// warning: see refusedConnect.
+// actors/cluster), one not listening yet (members start one after another)
+// or cut off mid-handshake once. A connection that cannot be made otherwise
+// (a TLS refusal) keeps its level: see passingConnect.
 var transientLevels = map[string]slog.Level{
 	"EndpointWriter lost connection":                   slog.LevelInfo,
 	"EndpointWriter failed to create receive stream":   slog.LevelInfo,
@@ -44,19 +44,35 @@ var transientLevels = map[string]slog.Level{
 // could not be made.
 const failedConnect = "EndpointWriter failed to connect"
 
-// refusedConnect reports whether r, a failedConnect, says the member's port
-// refused the connection (it is not listening: not started yet, or gone),
-// rather than a handshake that failed.
-func refusedConnect(r slog.Record) bool {
-	refused := false
+// passingConnect reports whether r, a failedConnect, tells of a member
+// that is not there for now rather than of one that cannot be reached: its
+// port refused the connection (not listening: not started yet, or gone),
+// or, on the first attempt, it cut the TLS handshake off (a reset or an
+// end of stream: a member exits mid-handshake in a rolling restart).
+// protoactor tries again two seconds later; a handshake cut off again then
+// is no restart (a peer that is not a member's TLS port, say) and keeps
+// protoactor's level, as does every handshake that fails otherwise (a TLS
+// refusal).
+func passingConnect(r slog.Record) bool {
+	var msg string
+	retry := int64(-1)
 	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "error" && strings.Contains(a.Value.String(), "connection refused") {
-			refused = true
-			return false
+		switch a.Key {
+		case "error":
+			msg = a.Value.String()
+		case "retry":
+			if a.Value.Kind() == slog.KindInt64 {
+				retry = a.Value.Int64()
+			}
 		}
 		return true
 	})
-	return refused
+	if strings.Contains(msg, "connection refused") {
+		return true
+	}
+	cutOff := strings.Contains(msg, "authentication handshake failed") &&
+		(strings.Contains(msg, "connection reset by peer") || strings.HasSuffix(strings.TrimSuffix(msg, `"`), ": EOF"))
+	return cutOff && retry == 0
 }
 
 // transientQuiet is a slog.Handler that lowers transientLevels' messages.
@@ -67,7 +83,7 @@ func (h transientQuiet) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h transientQuiet) Handle(ctx context.Context, r slog.Record) error {
-	if l, ok := transientLevels[r.Message]; ok && r.Level > l && (r.Message != failedConnect || refusedConnect(r)) {
+	if l, ok := transientLevels[r.Message]; ok && r.Level > l && (r.Message != failedConnect || passingConnect(r)) {
 		r.Level = l
 		if !h.next.Enabled(ctx, l) {
 			return nil
