@@ -98,14 +98,8 @@ func (l *clusterLoad) turn(i, k int) {
 			time.Sleep(loadRetryDelay)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		op := l.hist.begin(i, session, id, []string{id})
-		res, err := l.c.Turn(ctx, session, body)
+		res, err := l.hist.turn(ctx, l.c, session, body)
 		cancel()
-		if err != nil {
-			op.end(0, nil, err)
-		} else {
-			op.end(res.Status, res.Body, nil)
-		}
 		if err == nil && res.Status == http.StatusOK {
 			var tr struct {
 				Replayed bool   `json:"replayed"`

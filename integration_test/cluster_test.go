@@ -128,10 +128,11 @@ func TestClusterMemberKilled(t *testing.T) {
 func testClusterMemberKilled(t *testing.T, membership string) {
 	ws := t.TempDir() // shared by the members: the side file of executions
 	ms, ports := startClusterWith(t, 3, ws, clusterSetup{membership: membership})
+	h := newHistory(t, ms[0].logs)
 	ctx := context.Background()
 	deadline := time.Now().Add(60 * time.Second)
 	// Find the owner of the busy session.
-	first, err := postTurn(ctx, ms[0].http, "busy", "t1", commandCall("t1c1", "echo t1c1 >> ran.log"))
+	first, err := h.postTurn(ctx, ms[0].http, "busy", "t1", commandCall("t1c1", "echo t1c1 >> ran.log"))
 	if err != nil || first.Member == "" {
 		t.Fatalf("first turn: %+v %v", first, err)
 	}
@@ -139,7 +140,7 @@ func testClusterMemberKilled(t *testing.T, membership string) {
 	entry := (owner + 1) % 3 // a survivor takes the requests
 	// A slow turn on the owner; kill it while the call runs.
 	go func() {
-		_, _ = postTurn(ctx, ms[entry].http, "busy", "t2", commandCall("t2c1", "echo t2c1 >> ran.log; sleep 5"))
+		_, _ = h.postTurn(ctx, ms[entry].http, "busy", "t2", commandCall("t2c1", "echo t2c1 >> ran.log; sleep 5"))
 	}()
 	for !strings.Contains(readFile(filepath.Join(ws, "ran.log")), "t2c1") {
 		if time.Now().After(deadline) {
@@ -154,7 +155,7 @@ func testClusterMemberKilled(t *testing.T, membership string) {
 	var third *turnReply
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		third, err = postTurn(cctx, ms[entry].http, "busy", "t3", commandCall("t3c1", "echo t3c1 >> ran.log"))
+		third, err = h.postTurn(cctx, ms[entry].http, "busy", "t3", commandCall("t3c1", "echo t3c1 >> ran.log"))
 		cancel()
 		if err == nil {
 			break
@@ -181,10 +182,11 @@ func testClusterMemberKilled(t *testing.T, membership string) {
 		t.Errorf("executions %v, want each once", ran)
 	}
 	// Replaying the interrupted turn id runs nothing.
-	again, err := postTurn(ctx, ms[entry].http, "busy", "t2", commandCall("t2c1", "echo t2c1 >> ran.log; sleep 5"))
+	again, err := h.postTurn(ctx, ms[entry].http, "busy", "t2", commandCall("t2c1", "echo t2c1 >> ran.log; sleep 5"))
 	if err != nil || again.Messages[0].Status != "outcome_unknown" {
 		t.Errorf("replay of t2: %+v %v", again, err)
 	}
+	h.check(ms, http.DefaultClient)
 }
 
 // storedStatuses reads a session from the member at base and returns its
@@ -384,8 +386,9 @@ func TestClusterPartitionedMemberFenced(t *testing.T) {
 func testClusterPartitionedMemberFenced(t *testing.T, membership string) {
 	ws := t.TempDir()
 	ms, ports := startClusterWith(t, 2, ws, clusterSetup{membership: membership})
+	h := newHistory(t, ms[0].logs)
 	ctx := context.Background()
-	first, err := postTurn(ctx, ms[0].http, "part", "p1", commandCall("p1c1", "echo p1c1 >> ran.log"))
+	first, err := h.postTurn(ctx, ms[0].http, "part", "p1", commandCall("p1c1", "echo p1c1 >> ran.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +398,7 @@ func testClusterPartitionedMemberFenced(t *testing.T, membership string) {
 	go func() {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		_, err := postTurn(cctx, ms[owner].http, "part", "p2", commandCall("p2c1", "echo p2c1 >> ran.log; sleep 2"))
+		_, err := h.postTurn(cctx, ms[owner].http, "part", "p2", commandCall("p2c1", "echo p2c1 >> ran.log; sleep 2"))
 		slow <- err
 	}()
 	deadline := time.Now().Add(30 * time.Second)
@@ -414,7 +417,7 @@ func testClusterPartitionedMemberFenced(t *testing.T, membership string) {
 		// A client that gave up would cancel the turn (and its turn id
 		// would then replay the canceled turn): wait long enough.
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		third, err = postTurn(cctx, ms[other].http, "part", "p3", commandCall("p3c1", "echo p3c1 >> ran.log"))
+		third, err = h.postTurn(cctx, ms[other].http, "part", "p3", commandCall("p3c1", "echo p3c1 >> ran.log"))
 		cancel()
 		if err == nil {
 			break
@@ -465,6 +468,7 @@ func testClusterPartitionedMemberFenced(t *testing.T, membership string) {
 			t.Errorf("%s = %q, want %q (all: %v)", id, got[id], st, got)
 		}
 	}
+	h.check(ms, http.DefaultClient)
 }
 
 // TestClusterThroughput measures calls/s with 1, 2 and 3 members on

@@ -185,6 +185,40 @@ func (h *history) post(ctx context.Context, hc *http.Client, base, session, turn
 	return r, turnError(r, status, err)
 }
 
+// postTurn is post through http.DefaultClient.
+func (h *history) postTurn(ctx context.Context, base, session, turnID string, calls ...map[string]any) (*turnReply, error) {
+	return h.post(ctx, http.DefaultClient, base, session, turnID, calls...)
+}
+
+// turn posts a turn (a request body with "turn_id" and "message") through
+// the Go client c, and records it.
+func (h *history) turn(ctx context.Context, c *client.Client, session string, body map[string]any) (*client.Response, error) {
+	turnID, _ := body["turn_id"].(string)
+	var ids []string
+	if msg, ok := body["message"].(map[string]any); ok {
+		switch calls := msg["tool_calls"].(type) {
+		case []map[string]any:
+			for _, call := range calls {
+				ids = append(ids, fmt.Sprint(call["id"]))
+			}
+		case []any:
+			for _, call := range calls {
+				if m, ok := call.(map[string]any); ok {
+					ids = append(ids, fmt.Sprint(m["id"]))
+				}
+			}
+		}
+	}
+	o := h.begin(0, session, turnID, ids)
+	res, err := c.Turn(ctx, session, body)
+	if err != nil {
+		o.end(0, nil, err)
+	} else {
+		o.end(res.Status, res.Body, nil)
+	}
+	return res, err
+}
+
 // sessionTurn is one turn of a session as the model holds it.
 type sessionTurn struct {
 	key   string // the turn_id, or "#op" for a turn without one
