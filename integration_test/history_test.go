@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -418,9 +419,34 @@ func (h *history) check(ms []*member, hc *http.Client) historyFigures {
 			s, map[porcupine.CheckResult]string{porcupine.Illegal: "not linearizable", porcupine.Unknown: "undecided in a minute"}[res],
 			len(by[s]), strings.Join(lines, "\n"))
 	}
-	t.Logf("history: %d operations on %d sessions checked by porcupine (ok %d, replayed %d, nothing ran %d, outcome unknown %d of which %d unanswered), violations %d",
-		f.ops, f.sessions, f.ok, f.replayed, f.nothing, f.unknown, f.unfinished, f.violations)
+	t.Logf("history: %d operations on %d sessions checked by porcupine (ok %d, replayed %d, nothing ran %d, outcome unknown %d of which %d unanswered), violations %d; answers other than 200: %s",
+		f.ops, f.sessions, f.ok, f.replayed, f.nothing, f.unknown, f.unfinished, f.violations, h.others())
 	return f
+}
+
+// others counts the answers other than 200 by kind (their status and
+// error, numbers left out). Called with h.mu held.
+func (h *history) others() string {
+	digits := regexp.MustCompile(`[0-9]+`)
+	n := map[string]int{}
+	for _, o := range h.ops {
+		if o.finished && !o.in.Read && o.out.Kind != outOK && o.out.Kind != outReplayed {
+			d := digits.ReplaceAllString(o.out.Detail, "N")
+			if len(d) > 90 {
+				d = d[:90] + "…"
+			}
+			n[o.out.Kind+": "+d]++
+		}
+	}
+	var out []string
+	for k, c := range n {
+		out = append(out, fmt.Sprintf("%d × %s", c, k))
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "; ")
 }
 
 // read records a read of session's turns from the first member of ms that
