@@ -28,16 +28,22 @@ func NewActorSystem(logger zerolog.Logger) *actor.ActorSystem {
 // (its connection ends), one that starts (gossip reaches it before it
 // knows the members), one that died (dropped at once: see
 // actors/cluster), one not listening yet (members start one after another)
-// or cut off mid-handshake once. A connection that cannot be made otherwise
-// (a TLS refusal) keeps its level: see passingConnect.
+// or gone while the connection was being set up, once. A connection that
+// cannot be made otherwise (a TLS refusal) keeps its level: see
+// passingConnect. A failed step of a connection's setup (the receive
+// stream, the connect request, its response) is always followed by
+// failedConnect with the same error and the attempt number, which carries
+// the level.
 var transientLevels = map[string]slog.Level{
-	"EndpointWriter lost connection":                   slog.LevelInfo,
-	"EndpointWriter failed to create receive stream":   slog.LevelInfo,
-	"EndpointWriter failed to connect":                 slog.LevelInfo,
-	"EndpointWriter got DisconnectRequest form remote": slog.LevelInfo,
-	"sendGossipForMember failed":                       slog.LevelInfo,
-	"Got gossip request from unknown member":           slog.LevelInfo,
-	"Failed to shutdown partition placement actor":     slog.LevelInfo,
+	"EndpointWriter lost connection":                    slog.LevelInfo,
+	"EndpointWriter failed to create receive stream":    slog.LevelInfo,
+	"EndpointWriter failed to send connect request":     slog.LevelInfo,
+	"EndpointWriter failed to receive connect response": slog.LevelInfo,
+	"EndpointWriter failed to connect":                  slog.LevelInfo,
+	"EndpointWriter got DisconnectRequest form remote":  slog.LevelInfo,
+	"sendGossipForMember failed":                        slog.LevelInfo,
+	"Got gossip request from unknown member":            slog.LevelInfo,
+	"Failed to shutdown partition placement actor":      slog.LevelInfo,
 }
 
 // failedConnect is protoactor's report of a connection to a member that
@@ -47,12 +53,13 @@ const failedConnect = "EndpointWriter failed to connect"
 // passingConnect reports whether r, a failedConnect, tells of a member
 // that is not there for now rather than of one that cannot be reached: its
 // port refused the connection (not listening: not started yet, or gone),
-// or, on the first attempt, it cut the TLS handshake off (a reset or an
-// end of stream: a member exits mid-handshake in a rolling restart).
-// protoactor tries again two seconds later; a handshake cut off again then
-// is no restart (a peer that is not a member's TLS port, say) and keeps
-// protoactor's level, as does every handshake that fails otherwise (a TLS
-// refusal).
+// or, on the first attempt, it ended the connection while it was being set
+// up (a reset or an end of stream, in the TLS handshake or before the
+// connect response: a member exits as its peer connects, in a rolling
+// restart). protoactor tries again two seconds later; a connection cut off
+// again then is no restart (a peer that is not a member's TLS port, say)
+// and keeps protoactor's level, as does every connection that fails
+// otherwise (a TLS refusal).
 func passingConnect(r slog.Record) bool {
 	var msg string
 	retry := int64(-1)
@@ -70,8 +77,7 @@ func passingConnect(r slog.Record) bool {
 	if strings.Contains(msg, "connection refused") {
 		return true
 	}
-	cutOff := strings.Contains(msg, "authentication handshake failed") &&
-		(strings.Contains(msg, "connection reset by peer") || strings.HasSuffix(strings.TrimSuffix(msg, `"`), ": EOF"))
+	cutOff := strings.Contains(msg, "connection reset by peer") || strings.HasSuffix(strings.TrimSuffix(msg, `"`), ": EOF")
 	return cutOff && retry == 0
 }
 
