@@ -93,6 +93,7 @@ func (s *syncBuffer) String() string {
 
 type turnReply struct {
 	Turn     int64  `json:"turn"`
+	Replayed bool   `json:"replayed"`
 	Member   string `json:"member"`
 	Messages []struct {
 		ToolCallID string `json:"tool_call_id"`
