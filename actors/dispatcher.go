@@ -221,6 +221,9 @@ func (d *Dispatcher) DispatchPrepared(ctx context.Context, p *Prepared) (*messag
 		if r.NoSpace {
 			return r, &noSpaceError{fmt.Sprintf("dispatching turn of session %q: %s", t.Session, r.Error)}
 		}
+		if r.Fenced {
+			return r, &fencedError{fmt.Sprintf("dispatching turn of session %q: %s", t.Session, r.Error)}
+		}
 		return r, fmt.Errorf("dispatching turn of session %q: %s", t.Session, r.Error)
 	}
 	return r, nil
@@ -232,6 +235,15 @@ type noSpaceError struct{ text string }
 
 func (e *noSpaceError) Error() string { return e.text }
 func (e *noSpaceError) Unwrap() error { return cachestore.ErrNoSpace }
+
+// fencedError is the error of a turn whose write the store refused because
+// another writer took the session over while it ran (TurnResult.fenced):
+// it matches cachestore.ErrFenced. The session is served by that writer:
+// the turn may be sent again with its turn_id.
+type fencedError struct{ text string }
+
+func (e *fencedError) Error() string { return e.text }
+func (e *fencedError) Unwrap() error { return cachestore.ErrFenced }
 
 // checkTurn refuses a turn that is malformed or whose arguments total more
 // than maxBytes.

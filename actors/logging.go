@@ -27,36 +27,58 @@ func NewActorSystem(logger zerolog.Logger) *actor.ActorSystem {
 // passing state of the connections between members: a peer that leaves
 // (its connection ends), one that starts (gossip reaches it before it
 // knows the members), one that died (dropped at once: see
-// actors/cluster), one not listening yet (members start one after another).
-// A connection that cannot be made otherwise (a TLS refusal) stays a
-// warning: see refusedConnect.
+// actors/cluster), one not listening yet (members start one after another)
+// or gone while the connection was being set up, once. A connection that
+// cannot be made otherwise (a TLS refusal) keeps its level: see
+// passingConnect. A failed step of a connection's setup (the receive
+// stream, the connect request, its response) is always followed by
+// failedConnect with the same error and the attempt number, which carries
+// the level.
 var transientLevels = map[string]slog.Level{
-	"EndpointWriter lost connection":                   slog.LevelInfo,
-	"EndpointWriter failed to create receive stream":   slog.LevelInfo,
-	"EndpointWriter failed to connect":                 slog.LevelInfo,
-	"EndpointWriter got DisconnectRequest form remote": slog.LevelInfo,
-	"sendGossipForMember failed":                       slog.LevelInfo,
-	"Got gossip request from unknown member":           slog.LevelInfo,
-	"Failed to shutdown partition placement actor":     slog.LevelInfo,
+	"EndpointWriter lost connection":                    slog.LevelInfo,
+	"EndpointWriter failed to create receive stream":    slog.LevelInfo,
+	"EndpointWriter failed to send connect request":     slog.LevelInfo,
+	"EndpointWriter failed to receive connect response": slog.LevelInfo,
+	"EndpointWriter failed to connect":                  slog.LevelInfo,
+	"EndpointWriter got DisconnectRequest form remote":  slog.LevelInfo,
+	"sendGossipForMember failed":                        slog.LevelInfo,
+	"Got gossip request from unknown member":            slog.LevelInfo,
+	"Failed to shutdown partition placement actor":      slog.LevelInfo,
 }
 
 // failedConnect is protoactor's report of a connection to a member that
 // could not be made.
 const failedConnect = "EndpointWriter failed to connect"
 
-// refusedConnect reports whether r, a failedConnect, says the member's port
-// refused the connection (it is not listening: not started yet, or gone),
-// rather than a handshake that failed.
-func refusedConnect(r slog.Record) bool {
-	refused := false
+// passingConnect reports whether r, a failedConnect, tells of a member
+// that is not there for now rather than of one that cannot be reached: its
+// port refused the connection (not listening: not started yet, or gone),
+// or, on the first attempt, it ended the connection while it was being set
+// up (a reset or an end of stream, in the TLS handshake or before the
+// connect response: a member exits as its peer connects, in a rolling
+// restart). protoactor tries again two seconds later; a connection cut off
+// again then is no restart (a peer that is not a member's TLS port, say)
+// and keeps protoactor's level, as does every connection that fails
+// otherwise (a TLS refusal).
+func passingConnect(r slog.Record) bool {
+	var msg string
+	retry := int64(-1)
 	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "error" && strings.Contains(a.Value.String(), "connection refused") {
-			refused = true
-			return false
+		switch a.Key {
+		case "error":
+			msg = a.Value.String()
+		case "retry":
+			if a.Value.Kind() == slog.KindInt64 {
+				retry = a.Value.Int64()
+			}
 		}
 		return true
 	})
-	return refused
+	if strings.Contains(msg, "connection refused") {
+		return true
+	}
+	cutOff := strings.Contains(msg, "connection reset by peer") || strings.HasSuffix(strings.TrimSuffix(msg, `"`), ": EOF")
+	return cutOff && retry == 0
 }
 
 // transientQuiet is a slog.Handler that lowers transientLevels' messages.
@@ -67,7 +89,7 @@ func (h transientQuiet) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h transientQuiet) Handle(ctx context.Context, r slog.Record) error {
-	if l, ok := transientLevels[r.Message]; ok && r.Level > l && (r.Message != failedConnect || refusedConnect(r)) {
+	if l, ok := transientLevels[r.Message]; ok && r.Level > l && (r.Message != failedConnect || passingConnect(r)) {
 		r.Level = l
 		if !h.next.Enabled(ctx, l) {
 			return nil

@@ -331,7 +331,8 @@ func (a *turnActor) committed(ctx actor.Context, err error) {
 		// No messages: what was not committed is not handed out (the
 		// store reads the turn as interrupted).
 		a.reply(ctx, &messages.TurnResult{Session: a.session, Run: a.run, Turn: a.turn,
-			Error: "committing the turn: " + err.Error() + "; " + commitFailedNext, NoSpace: errors.Is(err, cachestore.ErrNoSpace)}, true)
+			Error: "committing the turn: " + err.Error() + "; " + commitFailedNext, NoSpace: errors.Is(err, cachestore.ErrNoSpace),
+			Fenced: errors.Is(err, cachestore.ErrFenced)}, true)
 		return
 	}
 	obs := a.cfg.Observer

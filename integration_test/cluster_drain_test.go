@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -36,7 +37,7 @@ func TestClusterMemberSIGTERM(t *testing.T) {
 	ctx := context.Background()
 	session := ""
 	for i := 0; session == ""; i++ {
-		r, err := postTurn(ctx, ms[0].http, fmt.Sprintf("slow-%d", i), "", commandCall(fmt.Sprintf("w%d", i), "true"))
+		r, err := load.hist.postTurn(ctx, ms[0].http, fmt.Sprintf("slow-%d", i), "", commandCall(fmt.Sprintf("w%d", i), "true"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +49,7 @@ func TestClusterMemberSIGTERM(t *testing.T) {
 	// drains for as long as the test looks at it.
 	slow := make(chan *turnReply, 1)
 	go func() {
-		r, err := postTurn(ctx, ms[0].http, session, "slow", commandCall("slow",
+		r, err := load.hist.postTurn(ctx, ms[0].http, session, "slow", commandCall("slow",
 			"echo slow-start >> slow.log; while [ ! -e release ]; do sleep 0.05; done; echo slow-end >> slow.log"))
 		if err != nil {
 			t.Errorf("the slow turn: %v", err)
@@ -70,11 +71,15 @@ func TestClusterMemberSIGTERM(t *testing.T) {
 	for k := 0; refused == nil; k++ {
 		body := strings.NewReader(fmt.Sprintf(`{"run":"r","provider":"claude-code","auto_load_schemas":true,"message":{"role":"assistant",`+
 			`"tool_calls":[{"id":"p%d","type":"function","function":{"name":"calculate","arguments":"{\"expression\":\"%d+1\"}"}}]}}`, k, k))
+		op := load.hist.begin(0, session+"-probe", "", []string{fmt.Sprintf("p%d", k)})
 		resp, err := http.Post(ms[1].http+"/v1/sessions/"+session+"-probe/turns", "application/json", body)
 		if err != nil {
+			op.end(0, nil, err)
 			t.Fatalf("member 1 stopped answering before the slow call was released: %v", err)
 		}
+		data, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		op.end(resp.StatusCode, data, err)
 		if resp.StatusCode == http.StatusServiceUnavailable {
 			refused = resp
 		}
@@ -116,10 +121,11 @@ func TestClusterMemberSIGTERMGraceEnds(t *testing.T) {
 	}
 	ws := t.TempDir()
 	ms, ports := startClusterWith(t, 2, ws, clusterSetup{args: []string{"--grace", "1s"}})
+	h := newHistory(t, ms[0].logs)
 	ctx := context.Background()
 	session, owner := "", 0
 	for i := 0; session == ""; i++ {
-		r, err := postTurn(ctx, ms[0].http, fmt.Sprintf("long-%d", i), "", commandCall(fmt.Sprintf("w%d", i), "true"))
+		r, err := h.postTurn(ctx, ms[0].http, fmt.Sprintf("long-%d", i), "", commandCall(fmt.Sprintf("w%d", i), "true"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +135,7 @@ func TestClusterMemberSIGTERMGraceEnds(t *testing.T) {
 	}
 	long := make(chan *turnReply, 1)
 	go func() {
-		r, err := postTurn(ctx, ms[0].http, session, "long", commandCall("long", "echo long-start >> long.log; sleep 30; echo long-end >> long.log"))
+		r, err := h.postTurn(ctx, ms[0].http, session, "long", commandCall("long", "echo long-start >> long.log; sleep 30; echo long-end >> long.log"))
 		if err != nil {
 			t.Errorf("the long turn: %v", err)
 		}
@@ -147,7 +153,7 @@ func TestClusterMemberSIGTERMGraceEnds(t *testing.T) {
 	if r == nil || len(r.Messages) != 1 || r.Messages[0].Status != "canceled" {
 		t.Fatalf("the call running past the grace: %+v, want canceled", r)
 	}
-	next, err := postTurn(ctx, ms[0].http, session, "after", commandCall("after", "echo after"))
+	next, err := h.postTurn(ctx, ms[0].http, session, "after", commandCall("after", "echo after"))
 	if err != nil || next.Messages[0].Status != "ok" || ownerOf(t, ports, 2, next.Member) != 0 {
 		t.Fatalf("the next turn: %+v %v, want ok on member 0", next, err)
 	}
@@ -155,6 +161,7 @@ func TestClusterMemberSIGTERMGraceEnds(t *testing.T) {
 	if got["long"] != "canceled" || got["after"] != "ok" {
 		t.Errorf("stored: %v, want long canceled and after ok", got)
 	}
+	h.check(ms, http.DefaultClient)
 }
 
 // TestClusterRollingRestart runs three members under a load of turns on
@@ -182,7 +189,7 @@ func TestClusterRollingRestart(t *testing.T) {
 		start := time.Now()
 		for {
 			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err := postTurn(cctx, m.http, fmt.Sprintf("back-%d", i), "", commandCall(fmt.Sprintf("back-%d", i), "true"))
+			_, err := load.hist.post(cctx, http.DefaultClient, m.http, fmt.Sprintf("back-%d", i), "", commandCall(fmt.Sprintf("back-%d", i), "true"))
 			cancel()
 			if err == nil {
 				break

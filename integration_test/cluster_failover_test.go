@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,6 +38,7 @@ func TestClusterFailover(t *testing.T) {
 func testClusterFailover(t *testing.T, membership string, runs int) {
 	ws := t.TempDir()
 	ms, ports := startClusterWith(t, 3, ws, clusterSetup{membership: membership})
+	h := newHistory(t, ms[0].logs)
 	ctx := context.Background()
 	var idle, busy []time.Duration
 	for r := 0; r < runs; r++ {
@@ -49,7 +51,7 @@ func testClusterFailover(t *testing.T, membership string, runs int) {
 		session := ""
 		for i := 0; session == ""; i++ {
 			s := fmt.Sprintf("fo-%d-%d", r, i)
-			res, err := postTurn(ctx, ms[entry].http, s, "", commandCall(s+"-w", "true"))
+			res, err := h.postTurn(ctx, ms[entry].http, s, "", commandCall(s+"-w", "true"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +64,7 @@ func testClusterFailover(t *testing.T, membership string, runs int) {
 			go func() {
 				cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 				defer cancel()
-				_, _ = postTurn(cctx, ms[entry].http, session, "slow", commandCall(slowID, "echo "+slowID+" >> ran.log; sleep 5"))
+				_, _ = h.postTurn(cctx, ms[entry].http, session, "slow", commandCall(slowID, "echo "+slowID+" >> ran.log; sleep 5"))
 			}()
 			for !strings.Contains(readFile(filepath.Join(ws, "ran.log")), slowID) {
 				time.Sleep(5 * time.Millisecond)
@@ -77,7 +79,7 @@ func testClusterFailover(t *testing.T, membership string, runs int) {
 		var next *turnReply
 		for {
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			res, err := postTurn(cctx, ms[entry].http, session, "next", commandCall(nextID, "echo "+nextID+" >> ran.log"))
+			res, err := h.postTurn(cctx, ms[entry].http, session, "next", commandCall(nextID, "echo "+nextID+" >> ran.log"))
 			cancel()
 			if err == nil {
 				next = res
@@ -106,7 +108,7 @@ func testClusterFailover(t *testing.T, membership string, runs int) {
 		restartMember(t, ms[victim])
 		for {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := postTurn(cctx, ms[victim].http, fmt.Sprintf("back-%d", r), "", commandCall(fmt.Sprintf("back-%d", r), "true"))
+			_, err := h.postTurn(cctx, ms[victim].http, fmt.Sprintf("back-%d", r), "", commandCall(fmt.Sprintf("back-%d", r), "true"))
 			cancel()
 			if err == nil {
 				break
@@ -125,6 +127,7 @@ func testClusterFailover(t *testing.T, membership string, runs int) {
 		}
 	}
 	t.Logf("%s membership, %d kills: idle owner %s; busy owner %s", membership, runs, figures(idle), figures(busy))
+	h.check(ms, http.DefaultClient)
 }
 
 // figures is the median and worst of ds.

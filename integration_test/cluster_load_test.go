@@ -33,6 +33,9 @@ type clusterLoad struct {
 	ws       string
 	sessions int
 	script   func(session, turn int) string // the call's command after its echo
+	logs     *memberLogs                    // the members' logs, where failures are noted too
+	hist     *history                       // every attempt's operation, checked by check
+	ms       []*member
 
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -61,7 +64,7 @@ func newClusterLoad(t *testing.T, ms []*member, ws string, sessions int, token s
 		t.Fatal(err)
 	}
 	return &clusterLoad{t: t, c: c, ws: ws, sessions: sessions, stop: make(chan struct{}), results: map[string]loadResult{},
-		script: func(int, int) string { return "" }}
+		script: func(int, int) string { return "" }, logs: ms[0].logs, hist: newHistory(t, ms[0].logs), ms: ms}
 }
 
 // start starts the sessions' senders.
@@ -95,7 +98,7 @@ func (l *clusterLoad) turn(i, k int) {
 			time.Sleep(loadRetryDelay)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		res, err := l.c.Turn(ctx, session, body)
+		res, err := l.hist.turn(ctx, l.c, session, body)
 		cancel()
 		if err == nil && res.Status == http.StatusOK {
 			var tr struct {
@@ -126,6 +129,7 @@ func (l *clusterLoad) turn(i, k int) {
 }
 
 func (l *clusterLoad) fail(msg string) {
+	l.logs.note("load: %s", msg)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.failed = append(l.failed, msg)
@@ -142,12 +146,15 @@ type loadFigures struct {
 	posted, answered, retried, replayed int64
 	unknown, canceled, lost, double     int
 	executions                          int
+	history                             historyFigures
 }
 
 // check verifies every posted turn got an answer with status ok (or
 // canceled where allowCanceled), that every call ran at most once and
-// every ok call exactly once, and that the sessions in the store hold each
-// turn once; it returns the figures.
+// every ok call exactly once, that the sessions in the store hold each
+// turn once, and that the history of every attempt (and of every turn the
+// test posted through l.hist) is one a session can give (history.check);
+// it returns the figures.
 func (l *clusterLoad) check(allowCanceled bool) loadFigures {
 	t := l.t
 	t.Helper()
@@ -218,6 +225,7 @@ func (l *clusterLoad) check(allowCanceled bool) loadFigures {
 			}
 		}
 	}
+	f.history = l.hist.check(l.ms, http.DefaultClient)
 	return f
 }
 
@@ -247,6 +255,7 @@ func (l *clusterLoad) waitAnswered(n int) {
 func stopMember(t *testing.T, m *member, sig syscall.Signal, bound time.Duration) (int, time.Duration) {
 	t.Helper()
 	start := time.Now()
+	m.logs.note("%s: %v", m.name, sig)
 	if err := m.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
@@ -264,6 +273,7 @@ func waitExit(t *testing.T, m *member, bound time.Duration) int {
 	}()
 	select {
 	case <-exited:
+		m.logs.note("%s: exited %v", m.name, m.cmd.ProcessState)
 	case <-time.After(bound):
 		_ = m.cmd.Process.Kill()
 		<-exited
@@ -277,10 +287,9 @@ func restartMember(t *testing.T, m *member) {
 	t.Helper()
 	cmd := exec.Command(m.cmd.Path, m.cmd.Args[1:]...)
 	cmd.Env = m.cmd.Env
-	m.log = &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = m.log, m.log
+	m.cmd = cmd
+	m.logs.attach(t, m)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	m.cmd = cmd
 }

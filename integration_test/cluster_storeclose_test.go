@@ -35,6 +35,7 @@ func TestClusterMemberLeavesWhenItsStoreCannotClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms, ports := startClusterWith(t, 2, t.TempDir(), clusterSetup{config: cfg, args: []string{"--grace", "1s"}})
+	h := newHistory(t, ms[0].logs)
 	ctx := context.Background()
 	args, _ := json.Marshal(map[string]string{"url": page.URL, "method": "GET"})
 	get := func(id string) map[string]any {
@@ -44,7 +45,7 @@ func TestClusterMemberLeavesWhenItsStoreCannotClose(t *testing.T) {
 	session := ""
 	for i := 0; session == ""; i++ {
 		s := fmt.Sprintf("cache-%d", i)
-		r, err := postTurn(ctx, ms[0].http, s, "", get(fmt.Sprintf("g%d", i)))
+		r, err := h.postTurn(ctx, ms[0].http, s, "", get(fmt.Sprintf("g%d", i)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,10 +65,11 @@ func TestClusterMemberLeavesWhenItsStoreCannotClose(t *testing.T) {
 	if code != 3 || !strings.Contains(log, "did not close") || !strings.Contains(log, "no such file or directory") {
 		t.Errorf("exit %d, want 3 and the log saying the store did not close and why:\n%s", code, tail(log, 3000))
 	}
-	next, err := postTurn(ctx, ms[0].http, session, "after", commandCall("after", "echo after"))
+	next, err := h.postTurn(ctx, ms[0].http, session, "after", commandCall("after", "echo after"))
 	if err != nil || len(next.Messages) != 1 || next.Messages[0].Status != "ok" || ownerOf(t, ports, 2, next.Member) != 0 {
 		t.Fatalf("the session's next turn: %+v %v, want ok on member 0", next, err)
 	}
+	h.check(ms, http.DefaultClient)
 }
 
 func tail(s string, n int) string {

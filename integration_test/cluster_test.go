@@ -63,8 +63,10 @@ func freePorts(t *testing.T, n int) []int {
 type member struct {
 	cmd  *exec.Cmd
 	http string
-	log  *syncBuffer
-	data string // --data
+	name string      // m0, m1, …: its log files' names
+	log  *syncBuffer // its output since its last start
+	logs *memberLogs // where every start's output is kept
+	data string      // --data
 	// certs is the folder of the cluster's mutual TLS certificates
 	// (tooldispatch cluster certs): ca.pem, and mI.pem, mI-key.pem for
 	// member I.
@@ -91,6 +93,7 @@ func (s *syncBuffer) String() string {
 
 type turnReply struct {
 	Turn     int64  `json:"turn"`
+	Replayed bool   `json:"replayed"`
 	Member   string `json:"member"`
 	Messages []struct {
 		ToolCallID string `json:"tool_call_id"`
@@ -126,10 +129,11 @@ func TestClusterMemberKilled(t *testing.T) {
 func testClusterMemberKilled(t *testing.T, membership string) {
 	ws := t.TempDir() // shared by the members: the side file of executions
 	ms, ports := startClusterWith(t, 3, ws, clusterSetup{membership: membership})
+	h := newHistory(t, ms[0].logs)
 	ctx := context.Background()
 	deadline := time.Now().Add(60 * time.Second)
 	// Find the owner of the busy session.
-	first, err := postTurn(ctx, ms[0].http, "busy", "t1", commandCall("t1c1", "echo t1c1 >> ran.log"))
+	first, err := h.postTurn(ctx, ms[0].http, "busy", "t1", commandCall("t1c1", "echo t1c1 >> ran.log"))
 	if err != nil || first.Member == "" {
 		t.Fatalf("first turn: %+v %v", first, err)
 	}
@@ -137,7 +141,7 @@ func testClusterMemberKilled(t *testing.T, membership string) {
 	entry := (owner + 1) % 3 // a survivor takes the requests
 	// A slow turn on the owner; kill it while the call runs.
 	go func() {
-		_, _ = postTurn(ctx, ms[entry].http, "busy", "t2", commandCall("t2c1", "echo t2c1 >> ran.log; sleep 5"))
+		_, _ = h.postTurn(ctx, ms[entry].http, "busy", "t2", commandCall("t2c1", "echo t2c1 >> ran.log; sleep 5"))
 	}()
 	for !strings.Contains(readFile(filepath.Join(ws, "ran.log")), "t2c1") {
 		if time.Now().After(deadline) {
@@ -152,7 +156,7 @@ func testClusterMemberKilled(t *testing.T, membership string) {
 	var third *turnReply
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		third, err = postTurn(cctx, ms[entry].http, "busy", "t3", commandCall("t3c1", "echo t3c1 >> ran.log"))
+		third, err = h.postTurn(cctx, ms[entry].http, "busy", "t3", commandCall("t3c1", "echo t3c1 >> ran.log"))
 		cancel()
 		if err == nil {
 			break
@@ -179,10 +183,11 @@ func testClusterMemberKilled(t *testing.T, membership string) {
 		t.Errorf("executions %v, want each once", ran)
 	}
 	// Replaying the interrupted turn id runs nothing.
-	again, err := postTurn(ctx, ms[entry].http, "busy", "t2", commandCall("t2c1", "echo t2c1 >> ran.log; sleep 5"))
+	again, err := h.postTurn(ctx, ms[entry].http, "busy", "t2", commandCall("t2c1", "echo t2c1 >> ran.log; sleep 5"))
 	if err != nil || again.Messages[0].Status != "outcome_unknown" {
 		t.Errorf("replay of t2: %+v %v", again, err)
 	}
+	h.check(ms, http.DefaultClient)
 }
 
 // storedStatuses reads a session from the member at base and returns its
@@ -294,16 +299,17 @@ func startClusterWith(t *testing.T, n int, ws string, cs clusterSetup) ([]*membe
 		pg = pgServer(t)
 	}
 	ports := freePorts(t, 3*n)
+	logs := newMemberLogs(t)
 	var peers []string
 	for i := 0; i < n; i++ {
 		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", ports[2*n+i]))
 	}
 	var ms []*member
 	for i := 0; i < n; i++ {
-		m := &member{http: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), log: &syncBuffer{}, certs: certs, data: t.TempDir()}
+		m := &member{http: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), name: fmt.Sprintf("m%d", i), logs: logs, certs: certs, data: t.TempDir()}
 		args := []string{"serve", "--approve", "all", "--shell", "--workspace", ws, "--data", m.data,
 			"--addr", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--cluster", "it", "--cluster-addr", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
-			"--postgres", pg, "--log-level", "warn", "--config", memberConfig(t, cs.config, certs, i)}
+			"--postgres", pg, "--log-level", memberLogLevel(), "--config", memberConfig(t, cs.config, certs, i)}
 		if membership == nil {
 			args = append(args, "--peers", strings.Join(peers, ","), "--automanage-port", fmt.Sprint(ports[2*n+i]))
 		} else {
@@ -316,7 +322,7 @@ func startClusterWith(t *testing.T, n int, ws string, cs clusterSetup) ([]*membe
 		if len(cs.env) > 0 {
 			m.cmd.Env = append(os.Environ(), cs.env...)
 		}
-		m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
+		logs.attach(t, m)
 		if err := m.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -381,8 +387,9 @@ func TestClusterPartitionedMemberFenced(t *testing.T) {
 func testClusterPartitionedMemberFenced(t *testing.T, membership string) {
 	ws := t.TempDir()
 	ms, ports := startClusterWith(t, 2, ws, clusterSetup{membership: membership})
+	h := newHistory(t, ms[0].logs)
 	ctx := context.Background()
-	first, err := postTurn(ctx, ms[0].http, "part", "p1", commandCall("p1c1", "echo p1c1 >> ran.log"))
+	first, err := h.postTurn(ctx, ms[0].http, "part", "p1", commandCall("p1c1", "echo p1c1 >> ran.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +399,7 @@ func testClusterPartitionedMemberFenced(t *testing.T, membership string) {
 	go func() {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		_, err := postTurn(cctx, ms[owner].http, "part", "p2", commandCall("p2c1", "echo p2c1 >> ran.log; sleep 2"))
+		_, err := h.postTurn(cctx, ms[owner].http, "part", "p2", commandCall("p2c1", "echo p2c1 >> ran.log; sleep 2"))
 		slow <- err
 	}()
 	deadline := time.Now().Add(30 * time.Second)
@@ -411,7 +418,7 @@ func testClusterPartitionedMemberFenced(t *testing.T, membership string) {
 		// A client that gave up would cancel the turn (and its turn id
 		// would then replay the canceled turn): wait long enough.
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		third, err = postTurn(cctx, ms[other].http, "part", "p3", commandCall("p3c1", "echo p3c1 >> ran.log"))
+		third, err = h.postTurn(cctx, ms[other].http, "part", "p3", commandCall("p3c1", "echo p3c1 >> ran.log"))
 		cancel()
 		if err == nil {
 			break
@@ -462,6 +469,7 @@ func testClusterPartitionedMemberFenced(t *testing.T, membership string) {
 			t.Errorf("%s = %q, want %q (all: %v)", id, got[id], st, got)
 		}
 	}
+	h.check(ms, http.DefaultClient)
 }
 
 // TestClusterThroughput measures calls/s with 1, 2 and 3 members on

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,6 +116,7 @@ func TestKillBetweenIntentAndCommitPostgres(t *testing.T) {
 	}
 	conf := editLatency(t, 2*time.Second)
 	ms, _ := startClusterWith(t, 1, ws, clusterSetup{pg: pg, config: conf})
+	h := newHistory(t, ms[0].logs)
 	ctx := context.Background()
 	db, err := pgx.Connect(ctx, pg)
 	if err != nil {
@@ -122,7 +124,7 @@ func TestKillBetweenIntentAndCommitPostgres(t *testing.T) {
 	}
 	defer db.Close(ctx)
 
-	go func() { _, _ = postTurn(ctx, ms[0].http, "crash", "edit", editCall()) }()
+	go func() { _, _ = h.postTurn(ctx, ms[0].http, "crash", "edit", editCall()) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var n int
@@ -171,7 +173,7 @@ func TestKillBetweenIntentAndCommitPostgres(t *testing.T) {
 	// again with its turn id) resolves the intent: the turn replays as
 	// outcome_unknown, and the edit does not run again.
 	next, _ := startClusterWith(t, 1, ws, clusterSetup{pg: pg, config: conf})
-	again, err := postTurn(ctx, next[0].http, "crash", "edit", editCall())
+	again, err := h.postTurn(ctx, next[0].http, "crash", "edit", editCall())
 	if err != nil || len(again.Messages) != 1 || again.Messages[0].Status != "outcome_unknown" {
 		t.Errorf("replay of the interrupted turn: %+v %v", again, err)
 	}
@@ -181,4 +183,5 @@ func TestKillBetweenIntentAndCommitPostgres(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(ws, "notes.txt")); string(b) != "new\n" {
 		t.Errorf("notes.txt = %q after the replay, want the one edit", b)
 	}
+	h.check(next, http.DefaultClient)
 }

@@ -318,7 +318,8 @@ type labCluster struct {
 	ms     []*member
 	exited []chan struct{} // closed when member i's process ended
 	c      *http.Client
-	pgURL  string // the store, as the test process reaches it
+	pgURL  string   // the store, as the test process reaches it
+	hist   *history // every turn posted through turn
 }
 
 // startLabCluster starts n members inside lab's namespaces (ip netns exec)
@@ -356,11 +357,13 @@ func startLabCluster(t *testing.T, lab *netnsLab, ws, membership string, delay t
 			t.Fatalf("cluster certs: %v\n%s", err, out)
 		}
 	}
+	logs := newMemberLogs(t)
+	lc.hist = newHistory(t, logs)
 	for i := 0; i < n; i++ {
-		m := &member{http: fmt.Sprintf("http://%s:%d", lab.addr(i), labHTTPPort), log: &syncBuffer{}, certs: certs}
+		m := &member{http: fmt.Sprintf("http://%s:%d", lab.addr(i), labHTTPPort), name: fmt.Sprintf("m%d", i), logs: logs, certs: certs}
 		args := []string{"netns", "exec", lab.members[i], binary, "serve", "--approve", "all", "--shell", "--workspace", ws, "--data", t.TempDir(),
 			"--addr", fmt.Sprintf("%s:%d", lab.addr(i), labHTTPPort), "--cluster", "lab", "--config", memberConfig(t, "", certs, i),
-			"--cluster-addr", fmt.Sprintf("%s:%d", lab.addr(i), labClusterPort), "--postgres", pgURL, "--log-level", "warn", "--token", labToken}
+			"--cluster-addr", fmt.Sprintf("%s:%d", lab.addr(i), labClusterPort), "--postgres", pgURL, "--log-level", memberLogLevel(), "--token", labToken}
 		if membershipArgs == nil {
 			args = append(args, "--peers", strings.Join(peers, ","), "--automanage-port", fmt.Sprint(labManagePort))
 		} else {
@@ -368,7 +371,7 @@ func startLabCluster(t *testing.T, lab *netnsLab, ws, membership string, delay t
 		}
 		// ip netns exec execs the command: the process is the member.
 		m.cmd = exec.Command("ip", args...)
-		m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
+		logs.attach(t, m)
 		if err := m.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -424,9 +427,9 @@ func hostOf(u string) (string, error) {
 	return host, nil
 }
 
-// turn posts a turn to member i (postTurn through the hub).
+// turn posts a turn to member i (postTurn through the hub) and records it.
 func (lc *labCluster) turn(ctx context.Context, i int, session, turnID string, calls ...map[string]any) (*turnReply, error) {
-	return postTurnWith(ctx, lc.c, lc.ms[i].http, session, turnID, calls...)
+	return lc.hist.post(ctx, lc.c, lc.ms[i].http, session, turnID, calls...)
 }
 
 // index is the member whose cluster address is addr.

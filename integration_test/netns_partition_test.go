@@ -236,6 +236,7 @@ func testNetnsPartition(t *testing.T, membership string, fault partitionFault, d
 	if ran := strings.Fields(readFile(filepath.Join(ws, "ran.log"))); strings.Join(ran, " ") != "p1c1 p2c1 p3c1 a2c1" {
 		t.Errorf("executions %v, want each once", ran)
 	}
+	lc.hist.check(lc.ms, lc.c)
 	t.Logf("%s membership, %s fault, store delay %s: %.1f ms per 1-call turn through a non-owner before the fault; takeover %.2fs after the cut; the asking client's error after %.2fs: %s; "+
 		"the question's record after the takeover: %s; the cut-off member's turn refused %.2fs after it came back: %s",
 		membership, fault.name, delay, float64(perTurn.Microseconds())/1000, takeover.Seconds(), asked1.at.Sub(cut).Seconds(), errText(asked1),

@@ -288,8 +288,13 @@ func TestClusterClientOwnerDies(t *testing.T) {
 	}
 	ws := t.TempDir()
 	ms, ports := startCluster(t, 3, ws)
+	h := newHistory(t, ms[0].logs)
 	hc := ownerClient(t)
-	own := owners(t, hc, ms, ports, []string{"dies"})["dies"]
+	first, err := h.post(context.Background(), hc, ms[0].http, "dies", "dies-first", calcCall("c0"))
+	if err != nil || first.Member == "" {
+		t.Fatalf("first turn of dies: %+v %v", first, err)
+	}
+	own := ownerOf(t, ports, len(ms), first.Member)
 	var urls []string
 	for _, m := range ms {
 		urls = append(urls, m.http)
@@ -299,7 +304,7 @@ func TestClusterClientOwnerDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	res, err := c.Turn(ctx, "dies", turnBody("d1", commandCall("d1", "echo d1 >> ran.log")))
+	res, err := h.turn(ctx, c, "dies", turnBody("d1", commandCall("d1", "echo d1 >> ran.log")))
 	if err != nil || res.Status != http.StatusOK || c.Owner("dies") != ms[own].http {
 		t.Fatalf("first client turn: %+v %v, owner %q want %q", res, err, c.Owner("dies"), ms[own].http)
 	}
@@ -310,7 +315,7 @@ func TestClusterClientOwnerDies(t *testing.T) {
 	killed := time.Now()
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		res, err = c.Turn(cctx, "dies", turnBody("d2", commandCall("d2", "echo d2 >> ran.log")))
+		res, err = h.turn(cctx, c, "dies", turnBody("d2", commandCall("d2", "echo d2 >> ran.log")))
 		cancel()
 		if err == nil && res.Status == http.StatusOK {
 			break
@@ -357,11 +362,12 @@ func TestClusterClientOwnerDies(t *testing.T) {
 		}
 	}
 	// The next turn goes straight to the new owner.
-	res, err = c.Turn(ctx, "dies", turnBody("d3", commandCall("d3", "echo d3 >> ran.log")))
+	res, err = h.turn(ctx, c, "dies", turnBody("d3", commandCall("d3", "echo d3 >> ran.log")))
 	if err != nil || res.Status != http.StatusOK || res.Member != newOwner {
 		t.Errorf("turn after the move: %+v %v, want it served by %s", res, err, newOwner)
 	}
 	if ran := strings.Fields(readFile(filepath.Join(ws, "ran.log"))); strings.Join(ran, " ") != "d1 d2 d3" {
 		t.Errorf("executions %v, want d1 d2 d3 once each", ran)
 	}
+	h.check(ms, hc)
 }

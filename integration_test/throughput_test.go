@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -342,23 +343,43 @@ func measure(t *testing.T, ms []*member, ports []int, pg *pgProbe, hc *http.Clie
 // postTurnWith posts a turn through hc (following redirects as
 // http.Client does by default is not wanted here: hc returns them).
 func postTurnWith(ctx context.Context, hc *http.Client, base, session, turnID string, calls ...map[string]any) (*turnReply, error) {
+	r, status, _, err := postTurnRaw(ctx, hc, base, session, turnID, calls...)
+	return r, turnError(r, status, err)
+}
+
+// postTurnRaw posts a turn through hc and returns the reply, its status
+// and body, or the error of a request that got no reply or an unreadable
+// one.
+func postTurnRaw(ctx context.Context, hc *http.Client, base, session, turnID string, calls ...map[string]any) (*turnReply, int, []byte, error) {
 	body, _ := json.Marshal(map[string]any{"run": "r", "provider": "claude-code", "auto_load_schemas": true, "approve": "all",
 		"turn_id": turnID, "message": map[string]any{"role": "assistant", "tool_calls": calls}})
 	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/sessions/"+session+"/turns", strings.NewReader(string(body)))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, 0, nil, err
 	}
 	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, resp.StatusCode, nil, err
+	}
 	var r turnReply
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return nil, err
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, resp.StatusCode, data, err
 	}
-	if resp.StatusCode != 200 {
-		return &r, fmt.Errorf("status %d: %s", resp.StatusCode, r.Error)
+	return &r, resp.StatusCode, data, nil
+}
+
+// turnError is postTurnWith's error for a reply with status, or err.
+func turnError(r *turnReply, status int, err error) error {
+	if err != nil {
+		return err
 	}
-	return &r, nil
+	if status != http.StatusOK {
+		return fmt.Errorf("status %d: %s", status, r.Error)
+	}
+	return nil
 }
 
 // machineCPU returns the CPU time every process of the machine used, in

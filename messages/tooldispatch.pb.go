@@ -1001,7 +1001,11 @@ type TurnResult struct {
 	Conflict bool `protobuf:"varint,8,opt,name=conflict,proto3" json:"conflict,omitempty"`
 	// no_space is true when error is the store refusing a write because its
 	// disk is below the free-space reserve (cachestore.ErrNoSpace).
-	NoSpace       bool `protobuf:"varint,9,opt,name=no_space,json=noSpace,proto3" json:"no_space,omitempty"`
+	NoSpace bool `protobuf:"varint,9,opt,name=no_space,json=noSpace,proto3" json:"no_space,omitempty"`
+	// fenced is true when error is the store refusing a write because another
+	// writer took the session over while the turn ran (cachestore.ErrFenced):
+	// nothing of the turn was committed by this writer.
+	Fenced        bool `protobuf:"varint,10,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1095,6 +1099,13 @@ func (x *TurnResult) GetConflict() bool {
 func (x *TurnResult) GetNoSpace() bool {
 	if x != nil {
 		return x.NoSpace
+	}
+	return false
+}
+
+func (x *TurnResult) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
 	}
 	return false
 }
@@ -1747,7 +1758,7 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03run\x18\x02 \x01(\tR\x03run\"\x1b\n" +
 	"\x03Ack\x12\x14\n" +
-	"\x05error\x18\x01 \x01(\tR\x05error\"\x87\x02\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\"\x9f\x02\n" +
 	"\n" +
 	"TurnResult\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
@@ -1758,7 +1769,9 @@ const file_tooldispatch_proto_rawDesc = "" +
 	"\breplayed\x18\x06 \x01(\bR\breplayed\x12\x16\n" +
 	"\x06member\x18\a \x01(\tR\x06member\x12\x1a\n" +
 	"\bconflict\x18\b \x01(\bR\bconflict\x12\x19\n" +
-	"\bno_space\x18\t \x01(\bR\anoSpace\"\xcf\x04\n" +
+	"\bno_space\x18\t \x01(\bR\anoSpace\x12\x16\n" +
+	"\x06fenced\x18\n" +
+	" \x01(\bR\x06fenced\"\xcf\x04\n" +
 	"\x05Event\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\asession\x18\x02 \x01(\tR\asession\x12\x10\n" +

@@ -90,6 +90,12 @@ func (s *Server) answered(dt *messages.DispatchTurn, res *messages.TurnResult, c
 	s.opts.TurnAnswered(dt.GetSession(), res.GetTurn(), code, summary)
 }
 
+// errTakenOver is the error of a turn whose writes the store refused
+// because another writer took the session over while it ran.
+const errTakenOver = "the session was taken over by another writer (a grain on another member) while this turn ran; " +
+	"nothing of it was committed here: send the turn again with its turn_id, which replays what the session holds of it " +
+	"(calls that may have started read outcome_unknown)"
+
 // drainRetryAfter is the Retry-After (seconds) of a 503 from a member that
 // shuts down or left the cluster: the session's next owner serves it within
 // about a second (docs/CLUSTER.md's failover figures).
@@ -193,6 +199,11 @@ func (s *Server) turnOutcome(dt *messages.DispatchTurn, res *messages.TurnResult
 	case errors.Is(err, actors.ErrNoHost):
 		// The grain was not reached: the client sends the turn again.
 		return http.StatusServiceUnavailable, turnFailure{Error: actors.ErrNoHost.Error()}
+	case errors.Is(err, cachestore.ErrFenced):
+		// Another member's grain took the session over while the turn
+		// ran: it serves the session, and the turn sent again replays what
+		// the store holds of it.
+		return http.StatusServiceUnavailable, turnFailure{Error: errTakenOver, Turn: res.GetTurn()}
 	case errors.Is(err, cachestore.ErrNoSpace):
 		// The store refused a write of the turn for want of space.
 		s.opts.Metrics.noSpace.Inc()

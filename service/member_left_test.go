@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tooldispatch/tooldispatch/actors"
+	"github.com/tooldispatch/tooldispatch/cachestore"
 	"github.com/tooldispatch/tooldispatch/messages"
 )
 
@@ -61,5 +62,25 @@ func TestRepliesWhileTheGrainMoves(t *testing.T) {
 		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != drainRetryAfter || !strings.Contains(rec.Body.String(), cause.Error()[:20]) {
 			t.Errorf("%v: %d Retry-After %q %s, want 503, %q and the reason", cause, rec.Code, rec.Header().Get("Retry-After"), rec.Body, drainRetryAfter)
 		}
+	}
+}
+
+// TestTurnOutcomeFenced: a turn whose commit the store refused because
+// another writer took the session over (a grain activated on another
+// member) is a 503 with Retry-After telling the client to send it again
+// with its turn_id, not a 500 "the turn failed" (TestClusterRollingRestart
+// under load: 1 of 659 turns).
+func TestTurnOutcomeFenced(t *testing.T) {
+	var s Server
+	err := fmt.Errorf("dispatching turn of session %q: %w", "s", fmt.Errorf("committing the turn: %w", cachestore.ErrFenced))
+	code, body := s.turnOutcome(&messages.DispatchTurn{Session: "s"}, &messages.TurnResult{Turn: 3}, err, messages.Shape(""))
+	f, ok := body.(turnFailure)
+	if code != http.StatusServiceUnavailable || !ok || !strings.Contains(f.Error, "taken over") || !strings.Contains(f.Error, "turn_id") {
+		t.Fatalf("turnOutcome = %d %+v, want 503 saying the session was taken over and to send the turn again", code, body)
+	}
+	rec := httptest.NewRecorder()
+	writeTurnOutcome(rec, code, body)
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != drainRetryAfter {
+		t.Fatalf("the written outcome: %d Retry-After %q, want 503 and %q", rec.Code, rec.Header().Get("Retry-After"), drainRetryAfter)
 	}
 }
